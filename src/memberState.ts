@@ -1,0 +1,59 @@
+import { InvalidInputError } from "./errors.js";
+
+export type JsonValue =
+  string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+/** What a member shows about itself: status, device, … A small JSON object. */
+export type MemberState = { [key: string]: JsonValue };
+
+const MAX_DEPTH = 8;
+
+function invalid(message: string): never {
+  throw new InvalidInputError("INVALID_STATE", `member state ${message}`);
+}
+
+function isPlainObject(value: object): boolean {
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+// JSON with sorted keys, so that equal states are equal strings and a heartbeat that repeats the
+// state publishes nothing.
+function canonical(value: unknown, depth: number): string {
+  if (depth > MAX_DEPTH) invalid(`nests deeper than ${MAX_DEPTH} levels`);
+  if (value === null || typeof value === "boolean" || typeof value === "string") {
+    return JSON.stringify(value);
+  }
+  if (typeof value === "number") {
+    if (!Number.isFinite(value)) invalid(`holds a non-finite number`);
+    return JSON.stringify(value);
+  }
+  if (Array.isArray(value)) {
+    return `[${value.map((item) => canonical(item, depth + 1)).join(",")}]`;
+  }
+  if (typeof value === "object" && isPlainObject(value)) {
+    const entries = Object.keys(value)
+      .sort()
+      .map(
+        (k) =>
+          `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], depth + 1)}`,
+      );
+    return `{${entries.join(",")}}`;
+  }
+  return invalid(`holds a ${typeof value}, which JSON cannot carry`);
+}
+
+/** Checks a member state and returns its canonical JSON, at most `maxBytes` long. */
+export function encodeState(state: unknown, maxBytes: number): string {
+  if (
+    typeof state !== "object" ||
+    state === null ||
+    Array.isArray(state) ||
+    !isPlainObject(state)
+  ) {
+    invalid("must be a plain JSON object");
+  }
+  const json = canonical(state, 0);
+  const bytes = Buffer.byteLength(json);
+  if (bytes > maxBytes) invalid(`is ${bytes} bytes of JSON, more than the ${maxBytes} allowed`);
+  return json;
+}

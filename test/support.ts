@@ -1,0 +1,63 @@
+import { Redis, type RedisOptions } from "ioredis";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
+import { parseEvent, type PresenceEvent } from "../src/events.js";
+
+let embedded: EmbeddedRedis | undefined;
+const clients = new Set<Redis>();
+
+/** Root hooks: one throwaway redis-server for the run; every test starts on an empty one. */
+export const mochaHooks = {
+  async beforeAll(this: Mocha.Context) {
+    this.timeout(60_000);
+    embedded = await startEmbeddedRedis();
+  },
+  async beforeEach() {
+    const admin = client();
+    await admin.flushall();
+    await admin.script("FLUSH");
+  },
+  afterEach() {
+    for (const c of clients) c.disconnect();
+    clients.clear();
+  },
+  async afterAll() {
+    await embedded?.stop();
+  },
+};
+
+export function redisUrl(): string {
+  if (!embedded) throw new Error("the embedded redis-server is not running");
+  return embedded.url;
+}
+
+export function embeddedRedis(): EmbeddedRedis {
+  if (!embedded) throw new Error("the embedded redis-server is not running");
+  return embedded;
+}
+
+/** A new connection, closed after the test: each one stands for a separate server instance. */
+export function client(options: RedisOptions = {}): Redis {
+  const c = new Redis(redisUrl(), options);
+  clients.add(c);
+  return c;
+}
+
+/** Collects the events published on some channels, as a subscriber on its own connection sees them. */
+export async function listen(channels: string[]): Promise<PresenceEvent[]> {
+  const sub = client();
+  const events: PresenceEvent[] = [];
+  sub.on("smessage", (_channel: string, message: string) => events.push(parseEvent(message)));
+  for (const channel of channels) await sub.ssubscribe(channel);
+  return events;
+}
+
+/** Waits until a condition holds (events travel asynchronously), failing after a while. */
+export async function eventually(check: () => boolean, ms = 5_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > until) throw new Error("condition not met in time");
+    await sleep(5);
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
