@@ -1,0 +1,132 @@
+import { EventEmitter } from "node:events";
+import { InvalidInputError, RollcallError, RedisCallError } from "./errors.js";
+import type { Rollcall, SweepCounts } from "./rollcall.js";
+import { int } from "./scripts.js";
+
+export interface SweeperOptions {
+  /** Pause between passes. Default 1 000 ms: a typist stops within typing window + 1 s. */
+  intervalMs?: number;
+  /** Most members one script call settles, so Redis is never blocked for long. Default 100. */
+  batch?: number;
+  /** Longest pause after repeated failures (the pause doubles from intervalMs). Default 30 000. */
+  maxBackoffMs?: number;
+}
+
+/** What one pass over every bucket did. */
+export interface PassStats extends SweepCounts {
+  /** Script calls made (at least one per bucket). */
+  calls: number;
+  /** Members whose due entry was settled. */
+  members: number;
+  durationMs: number;
+}
+
+interface SweeperEvents {
+  pass: [PassStats];
+  /** A pass failed (Redis unreachable, …); the sweeper backs off and tries again. */
+  failed: [error: RollcallError, retryInMs: number];
+}
+
+function positive(name: string, value: number, max: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw new InvalidInputError("INVALID_OPTION", `${name} must be an integer from 1 to ${max}`);
+  }
+  return value;
+}
+
+/**
+ * Finds and announces every expiry across all rooms. Run one per server instance: the sweep
+ * script settles each due entry atomically, so any number of sweepers announce each leave once.
+ */
+export class Sweeper extends EventEmitter<SweeperEvents> {
+  private readonly intervalMs: number;
+  private readonly batch: number;
+  private readonly maxBackoffMs: number;
+  private running: Promise<void> | undefined;
+  private wake: (() => void) | undefined;
+  private stopping = false;
+
+  constructor(
+    private readonly rollcall: Rollcall,
+    options: SweeperOptions = {},
+  ) {
+    super();
+    this.intervalMs = positive("intervalMs", options.intervalMs ?? 1_000, 3_600_000);
+    this.batch = positive("batch", options.batch ?? 100, 10_000);
+    this.maxBackoffMs = positive("maxBackoffMs", options.maxBackoffMs ?? 30_000, 3_600_000);
+  }
+
+  /** Sweeps every intervalMs in the background until stop(). */
+  start(): void {
+    if (this.running) return;
+    this.stopping = false;
+    this.running = this.loop();
+  }
+
+  /** Stops, after the pass in flight (if any) has finished. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    await this.running;
+    this.running = undefined;
+  }
+
+  /** One pass: every bucket, each drained batch by batch of what is due. */
+  async sweepOnce(): Promise<PassStats> {
+    const started = performance.now();
+    const stats: PassStats = {
+      calls: 0,
+      members: 0,
+      connections: 0,
+      leaves: 0,
+      typingStops: 0,
+      durationMs: 0,
+    };
+    await Promise.all(
+      this.rollcall.layout.buckets.map(async ({ bucket }) => {
+        let more = true;
+        while (more) {
+          const reply = await this.rollcall.runInBucket("sweep", bucket, [this.batch]);
+          stats.calls += 1;
+          stats.members += int(reply, 0);
+          stats.connections += int(reply, 1);
+          stats.leaves += int(reply, 2);
+          stats.typingStops += int(reply, 3);
+          more = int(reply, 4) === 1;
+        }
+      }),
+    );
+    stats.durationMs = performance.now() - started;
+    return stats;
+  }
+
+  private async loop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      try {
+        this.emit("pass", await this.sweepOnce());
+        failures = 0;
+      } catch (error) {
+        failures += 1;
+        const typed = error instanceof RollcallError ? error : new RedisCallError("sweep", error);
+        this.emit("failed", typed, this.pauseAfter(failures));
+      }
+      await this.pause(this.pauseAfter(failures));
+    }
+  }
+
+  private pauseAfter(failures: number): number {
+    return Math.min(this.intervalMs * 2 ** failures, Math.max(this.maxBackoffMs, this.intervalMs));
+  }
+
+  private pause(ms: number): Promise<void> {
+    if (this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
