@@ -1,14 +1,267 @@
 import { expect } from "chai";
+import type { PresenceEvent } from "../src/events.js";
 import { Rollcall } from "../src/rollcall.js";
-import { client, eventually, listen } from "./support.js";
+import { client, eventually, listen, sleep } from "./support.js";
 
-describe("smoke", () => {
-  it("joins once", async () => {
-    const rc = new Rollcall(client());
-    const events = await listen([rc.channel("r")]);
-    expect((await rc.heartbeat("r", "u", "c")).joined).to.equal(true);
-    expect((await rc.heartbeat("r", "u", "c")).joined).to.equal(false);
-    await eventually(() => events.length === 1);
-    expect(events[0]!.type).to.equal("join");
+// Short windows so that expiry can be observed in a test.
+const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+
+const summary = (events: PresenceEvent[]) =>
+  events.map((e) => ("reason" in e ? `${e.type}:${e.user}:${e.reason}` : `${e.type}:${e.user}`));
+
+async function setup(options = {}) {
+  const rc = new Rollcall(client(), options);
+  const events = await listen([rc.channel("room")]);
+  return { rc, events };
+}
+
+describe("Rollcall", () => {
+  describe("heartbeat and leave", () => {
+    it("publishes join on the first heartbeat only", async () => {
+      const { rc, events } = await setup();
+      expect(await rc.heartbeat("room", "ann", "tab1")).to.deep.include({ joined: true });
+      expect(await rc.heartbeat("room", "ann", "tab1")).to.deep.equal({ joined: false, seq: 0 });
+      await rc.heartbeat("room", "bob", "tab1");
+      await eventually(() => events.length === 2);
+      await sleep(50);
+      expect(summary(events)).to.deep.equal(["join:ann", "join:bob"]);
+      expect(events[1]).to.deep.include({ roster: ["ann", "bob"], count: 2 });
+    });
+
+    it("keeps a user with two connections present until the last one leaves", async () => {
+      const { rc, events } = await setup();
+      await rc.heartbeat("room", "ann", "tab1");
+      await rc.heartbeat("room", "ann", "tab2");
+      expect(await rc.leave("room", "ann", "tab1")).to.deep.equal({
+        removed: true,
+        left: false,
+        seq: 0,
+      });
+      expect((await rc.roster("room")).members.map((m) => [m.user, m.connections])).to.deep.equal([
+        ["ann", 1],
+      ]);
+      expect(await rc.leave("room", "ann", "tab2")).to.deep.include({ removed: true, left: true });
+      expect(await rc.leave("room", "ann", "tab2")).to.deep.equal({
+        removed: false,
+        left: false,
+        seq: 0,
+      });
+      await eventually(() => events.length === 2);
+      await sleep(50);
+      expect(summary(events)).to.deep.equal(["join:ann", "leave:ann:explicit"]);
+      expect(events[1]).to.deep.include({ roster: [], count: 0 });
+    });
+
+    it("announces the overdue leave before the join when a stale user comes back", async () => {
+      const { rc, events } = await setup(SHORT);
+      await rc.heartbeat("room", "ann", "tab1");
+      await rc.startTyping("room", "ann");
+      await sleep(1_100);
+      expect((await rc.heartbeat("room", "ann", "tab1")).joined).to.equal(true);
+      await eventually(() => events.length === 5);
+      expect(summary(events)).to.deep.equal([
+        "join:ann",
+        "typing-start:ann",
+        "typing-stop:ann:expired",
+        "leave:ann:expired",
+        "join:ann",
+      ]);
+    });
+
+    it("drops a user's silent connection without a leave while another one lives", async () => {
+      const { rc, events } = await setup(SHORT);
+      await rc.heartbeat("room", "ann", "dead-tab");
+      await sleep(600);
+      await rc.heartbeat("room", "ann", "live-tab");
+      await sleep(600);
+      expect(await rc.sweepRoom("room")).to.deep.equal({
+        connections: 1,
+        leaves: 0,
+        typingStops: 0,
+      });
+      const [ann] = (await rc.roster("room")).members;
+      expect(ann).to.deep.include({ user: "ann", connections: 1 });
+      await sleep(50);
+      expect(summary(events)).to.deep.equal(["join:ann"]);
+    });
+
+    it("chains every event of a room to the one before it", async () => {
+      const { rc, events } = await setup();
+      await rc.heartbeat("room", "ann", "c");
+      await rc.heartbeat("room", "bob", "c");
+      await rc.startTyping("room", "bob");
+      await rc.setState("room", "ann", { status: "away" });
+      await rc.leave("room", "bob", "c");
+      await rc.leave("room", "ann", "c");
+      await rc.heartbeat("room", "cy", "c");
+      await eventually(() => events.length === 8);
+      expect(events.map((e) => e.type)).to.deep.equal([
+        "join",
+        "join",
+        "typing-start",
+        "update",
+        "typing-stop",
+        "leave",
+        "leave",
+        "join",
+      ]);
+      expect(events[0]!.prev).to.equal(0);
+      for (let i = 1; i < 7; i++) expect(events[i]!.prev).to.equal(events[i - 1]!.seq);
+      // The room emptied: the next event starts a new chain, with a larger seq.
+      expect(events[7]!.prev).to.equal(0);
+      expect(events[7]!.seq).to.be.greaterThan(events[6]!.seq);
+    });
+  });
+
+  describe("typing", () => {
+    it("publishes start and stop only on transitions", async () => {
+      const { rc, events } = await setup();
+      await rc.heartbeat("room", "ann", "c");
+      expect(await rc.startTyping("room", "ann")).to.deep.include({ present: true, started: true });
+      expect(await rc.startTyping("room", "ann")).to.deep.include({
+        present: true,
+        started: false,
+      });
+      expect((await rc.roster("room")).typing).to.deep.equal(["ann"]);
+      expect((await rc.stopTyping("room", "ann")).stopped).to.equal(true);
+      expect((await rc.stopTyping("room", "ann")).stopped).to.equal(false);
+      expect((await rc.roster("room")).typing).to.deep.equal([]);
+      await eventually(() => events.length === 3);
+      await sleep(50);
+      expect(summary(events)).to.deep.equal([
+        "join:ann",
+        "typing-start:ann",
+        "typing-stop:ann:explicit",
+      ]);
+    });
+
+    it("ignores typing by a user who is not present", async () => {
+      const { rc, events } = await setup();
+      expect(await rc.startTyping("room", "ghost")).to.deep.equal({
+        present: false,
+        started: false,
+        seq: 0,
+      });
+      expect((await rc.roster("room")).count).to.equal(0);
+      await sleep(50);
+      expect(events).to.deep.equal([]);
+    });
+
+    it("stops the typing of a user who leaves, before the leave", async () => {
+      const { rc, events } = await setup();
+      await rc.heartbeat("room", "ann", "c");
+      await rc.startTyping("room", "ann");
+      await rc.leave("room", "ann", "c");
+      await eventually(() => events.length === 4);
+      expect(summary(events)).to.deep.equal([
+        "join:ann",
+        "typing-start:ann",
+        "typing-stop:ann:left",
+        "leave:ann:explicit",
+      ]);
+    });
+
+    it("expires a typist after the typing window, leaving presence alone", async () => {
+      const { rc, events } = await setup(SHORT);
+      await rc.heartbeat("room", "ann", "c");
+      await rc.startTyping("room", "ann");
+      await sleep(400);
+      expect(await rc.sweepRoom("room")).to.deep.equal({
+        connections: 0,
+        leaves: 0,
+        typingStops: 1,
+      });
+      expect(await rc.sweepRoom("room")).to.deep.equal({
+        connections: 0,
+        leaves: 0,
+        typingStops: 0,
+      });
+      const roster = await rc.roster("room");
+      expect(roster.typing).to.deep.equal([]);
+      expect(roster.count).to.equal(1);
+      await eventually(() => events.length === 3);
+      expect(summary(events)).to.deep.equal([
+        "join:ann",
+        "typing-start:ann",
+        "typing-stop:ann:expired",
+      ]);
+    });
+  });
+
+  describe("member state", () => {
+    it("rides the join, then publishes one update per real change", async () => {
+      const { rc, events } = await setup();
+      await rc.heartbeat("room", "ann", "c", { state: { status: "online", device: "web" } });
+      await rc.heartbeat("room", "ann", "c", { state: { device: "web", status: "online" } });
+      await rc.heartbeat("room", "ann", "c");
+      await rc.heartbeat("room", "ann", "c", { state: { status: "away", device: "web" } });
+      expect(await rc.setState("room", "ann", { device: "web", status: "away" })).to.deep.include({
+        present: true,
+        updated: false,
+      });
+      expect(await rc.setState("room", "ann", { status: "busy" })).to.deep.include({
+        present: true,
+        updated: true,
+      });
+      expect(await rc.setState("room", "bob", { status: "busy" })).to.deep.include({
+        present: false,
+      });
+      await eventually(() => events.length === 3);
+      await sleep(50);
+      expect(events.map((e) => [e.type, "state" in e ? e.state : undefined])).to.deep.equal([
+        ["join", { device: "web", status: "online" }],
+        ["update", { device: "web", status: "away" }],
+        ["update", { status: "busy" }],
+      ]);
+      expect((await rc.roster("room")).members[0]!.state).to.deep.equal({ status: "busy" });
+    });
+  });
+
+  describe("roster", () => {
+    it("is one snapshot with the sequence number of the last event", async () => {
+      const { rc, events } = await setup();
+      await rc.heartbeat("room", "ann", "c1", { state: { status: "online" } });
+      await rc.heartbeat("room", "ann", "c2");
+      await rc.heartbeat("room", "bob", "c1");
+      await rc.startTyping("room", "bob");
+      await eventually(() => events.length === 3);
+      const roster = await rc.roster("room");
+      expect(roster.seq).to.equal(events[2]!.seq);
+      expect(roster.count).to.equal(2);
+      expect(roster.typing).to.deep.equal(["bob"]);
+      expect(
+        roster.members.map(({ user, connections, state }) => ({ user, connections, state })),
+      ).to.deep.equal([
+        { user: "ann", connections: 2, state: { status: "online" } },
+        { user: "bob", connections: 1, state: null },
+      ]);
+      const bob = roster.members[1]!;
+      expect(bob.typingSince).to.be.a("number").and.at.least(bob.joinedAt);
+    });
+
+    it("lists at most rosterLimit members and counts them all", async () => {
+      const rc = new Rollcall(client(), { rosterLimit: 3 });
+      for (const user of ["a", "b", "c", "d", "e"]) await rc.heartbeat("room", user, "c");
+      const roster = await rc.roster("room");
+      expect(roster.count).to.equal(5);
+      expect(roster.members.map((m) => m.user)).to.deep.equal(["a", "b", "c"]);
+    });
+
+    it("carries at most eventRosterLimit users in join events, with the exact count", async () => {
+      const { rc, events } = await setup({ eventRosterLimit: 2 });
+      for (const user of ["a", "b", "c"]) await rc.heartbeat("room", user, "c");
+      await eventually(() => events.length === 3);
+      expect(events[2]).to.deep.include({ roster: ["a", "b"], count: 3 });
+    });
+
+    it("keeps rooms apart, even when they share a bucket", async () => {
+      const rc = new Rollcall(client(), { buckets: 1 });
+      await rc.heartbeat("r", "ann", "c");
+      await rc.heartbeat("r2", "bob", "c");
+      await rc.heartbeat("r ", "cy", "c");
+      expect((await rc.roster("r")).members.map((m) => m.user)).to.deep.equal(["ann"]);
+      expect((await rc.roster("r2")).members.map((m) => m.user)).to.deep.equal(["bob"]);
+      expect((await rc.roster("r ")).members.map((m) => m.user)).to.deep.equal(["cy"]);
+    });
   });
 });
