@@ -15,6 +15,7 @@ export const mochaHooks = {
     const admin = client();
     await admin.flushall();
     await admin.script("FLUSH");
+    await admin.config("RESETSTAT");
   },
   afterEach() {
     for (const c of clients) c.disconnect();
