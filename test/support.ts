@@ -4,6 +4,7 @@ import { parseEvent, type PresenceEvent } from "../src/events.js";
 
 let embedded: EmbeddedRedis | undefined;
 const clients = new Set<Redis>();
+const owned = new Set<EmbeddedRedis>();
 
 /** Root hooks: one throwaway redis-server for the run; every test starts on an empty one. */
 export const mochaHooks = {
@@ -17,9 +18,11 @@ export const mochaHooks = {
     await admin.script("FLUSH");
     await admin.config("RESETSTAT");
   },
-  afterEach() {
+  async afterEach() {
     for (const c of clients) c.disconnect();
     clients.clear();
+    for (const own of owned) await own.stop();
+    owned.clear();
   },
   async afterAll() {
     await embedded?.stop();
@@ -62,3 +65,18 @@ export async function eventually(check: () => boolean, ms = 5_000): Promise<void
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** A redis-server of the test's own, to stop and start again on the same port. */
+export async function ownRedis(): Promise<EmbeddedRedis> {
+  const own = await startEmbeddedRedis();
+  owned.add(own);
+  return own;
+}
+
+/** Counts unhandled rejections while a test runs (mocha would also fail the run on one). */
+export function watchUnhandled(): { count: () => number; stop: () => void } {
+  let count = 0;
+  const listener = () => (count += 1);
+  process.on("unhandledRejection", listener);
+  return { count: () => count, stop: () => process.off("unhandledRejection", listener) };
+}
