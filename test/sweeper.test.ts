@@ -1,0 +1,151 @@
+import { expect } from "chai";
+import { Redis } from "ioredis";
+import { RedisCallError } from "../src/errors.js";
+import type { PresenceEvent } from "../src/events.js";
+import { Rollcall } from "../src/rollcall.js";
+import { Sweeper, type PassStats } from "../src/sweeper.js";
+import { client, eventually, listen, ownRedis, sleep, watchUnhandled } from "./support.js";
+
+const OPTIONS = { presenceWindowMs: 2_000, typingWindowMs: 300, keyTtlMs: 6_000 };
+
+const roomsOf = (n: number) => Array.from({ length: n }, (_, i) => `room${i}`);
+
+/** A subscriber to many rooms' channels; it sees what any other instance would see. */
+function listenTo(rc: Rollcall, rooms: string[]): Promise<PresenceEvent[]> {
+  return listen(rooms.map((room) => rc.channel(room)));
+}
+
+const keyOf = (e: PresenceEvent) => `${e.type}|${e.room}|${e.user}`;
+
+describe("Sweeper", () => {
+  it("4 racing sweepers announce each of 10,000 expiries in 1,000 rooms exactly once", async function () {
+    this.timeout(60_000);
+    const writer = new Rollcall(client(), OPTIONS);
+    const rooms = roomsOf(1_000);
+    const expiring = rooms.flatMap((room) =>
+      Array.from({ length: 10 }, (_, i) => ({ room, user: `gone${i}` })),
+    );
+    const live = rooms.map((room) => ({ room, user: "stays" }));
+    const events = await listenTo(writer, rooms);
+    const beat = (members: { room: string; user: string }[]) =>
+      Promise.all(members.map(({ room, user }) => writer.heartbeat(room, user, "c")));
+    await beat([...expiring, ...live]);
+    await eventually(() => events.length === expiring.length + live.length, 20_000);
+    events.length = 0;
+
+    const keepAlive = setInterval(() => void beat(live), 400);
+    const sweepers = Array.from(
+      { length: 4 },
+      () => new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 100 }),
+    );
+    const passes: PassStats[] = [];
+    try {
+      for (const s of sweepers) {
+        s.on("pass", (p) => passes.push(p));
+        s.start();
+      }
+      await eventually(() => events.length >= expiring.length, 30_000);
+      await sleep(500);
+    } finally {
+      await Promise.all(sweepers.map((s) => s.stop()));
+      clearInterval(keepAlive);
+    }
+
+    expect(events.map(keyOf).sort()).to.deep.equal(
+      expiring.map(({ room, user }) => `leave|${room}|${user}`).sort(),
+    );
+    expect(passes.reduce((sum, p) => sum + p.leaves, 0)).to.equal(expiring.length);
+    const roster = await writer.roster("room7");
+    expect(roster.members.map((m) => m.user)).to.deep.equal(["stays"]);
+  });
+
+  it("stops each expired typist exactly once", async () => {
+    const writer = new Rollcall(client(), OPTIONS);
+    const rooms = roomsOf(20);
+    const typists = rooms.flatMap((room) => ["a", "b", "c"].map((user) => ({ room, user })));
+    for (const { room, user } of typists) {
+      await writer.heartbeat(room, user, "c");
+      await writer.startTyping(room, user);
+    }
+    const events = await listenTo(writer, rooms);
+    const sweepers = [1, 2].map(
+      () => new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 50 }),
+    );
+    sweepers.forEach((s) => s.start());
+    await sleep(800);
+    await Promise.all(sweepers.map((s) => s.stop()));
+    expect(events.map(keyOf).sort()).to.deep.equal(
+      typists.map(({ room, user }) => `typing-stop|${room}|${user}`).sort(),
+    );
+    expect(events.every((e) => e.type === "typing-stop" && e.reason === "expired")).to.equal(true);
+  });
+
+  it("loses nothing when a sweeper dies mid-pass, or all of them are down for a while", async () => {
+    const writer = new Rollcall(client(), OPTIONS);
+    const rooms = roomsOf(50);
+    const cohort = (name: string) =>
+      rooms.flatMap((room) =>
+        Array.from({ length: 20 }, (_, i) => ({ room, user: `${name}${i}` })),
+      );
+    const first = cohort("first");
+    const second = cohort("second");
+    const events = await listenTo(writer, rooms);
+    await Promise.all(first.map(({ room, user }) => writer.heartbeat(room, user, "c")));
+    await sleep(2_100);
+
+    // Dies mid-pass: its connection is cut once the first leaves are out.
+    const doomedClient = client({ maxRetriesPerRequest: 0, retryStrategy: () => null });
+    doomedClient.on("error", () => undefined);
+    const doomed = new Sweeper(new Rollcall(doomedClient, OPTIONS), { intervalMs: 10, batch: 5 });
+    doomed.on("failed", () => undefined);
+    doomed.start();
+    await eventually(() => events.some((e) => e.type === "leave"));
+    doomedClient.disconnect();
+    await doomed.stop();
+    expect(events.filter((e) => e.type === "leave").length).to.be.below(first.length);
+
+    // Nobody sweeps while the second cohort expires; a new sweeper finds both.
+    await Promise.all(second.map(({ room, user }) => writer.heartbeat(room, user, "c")));
+    await sleep(2_100);
+    const heir = new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 50 });
+    heir.start();
+    await eventually(() => events.length >= first.length * 2 + second.length * 2, 10_000);
+    await heir.stop();
+    await sleep(100);
+    const leaves = events.filter((e) => e.type === "leave").map(keyOf);
+    expect(leaves.sort()).to.deep.equal(
+      [...first, ...second].map(({ room, user }) => `leave|${room}|${user}`).sort(),
+    );
+  });
+
+  it("backs off while Redis is down, reports typed errors, and resumes", async () => {
+    const own = await ownRedis();
+    const redis = new Redis(own.url, { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
+    redis.on("error", () => undefined);
+    const unhandled = watchUnhandled();
+    const sweeper = new Sweeper(new Rollcall(redis, OPTIONS), {
+      intervalMs: 20,
+      maxBackoffMs: 200,
+    });
+    const failures: { error: Error; retryInMs: number }[] = [];
+    let passes = 0;
+    sweeper.on("failed", (error, retryInMs) => failures.push({ error, retryInMs }));
+    sweeper.on("pass", () => (passes += 1));
+    try {
+      sweeper.start();
+      await eventually(() => passes > 0);
+      await own.server.stop();
+      await eventually(() => failures.length >= 4, 10_000);
+      expect(failures.every((f) => f.error instanceof RedisCallError)).to.equal(true);
+      expect(failures.map((f) => f.retryInMs).slice(0, 4)).to.deep.equal([40, 80, 160, 200]);
+      await own.server.start();
+      const before = passes;
+      await eventually(() => passes > before, 10_000);
+      expect(unhandled.count()).to.equal(0);
+    } finally {
+      await sweeper.stop();
+      unhandled.stop();
+      redis.disconnect();
+    }
+  });
+});
