@@ -196,3 +196,10 @@ export class Rollcall {
     return encodeState(state, this.settings.maxStateBytes);
   }
 }
+
+export { Sweeper, type SweeperOptions, type PassStats } from "./sweeper.js";
+export { parseEvent, EVENT_TYPES } from "./events.js";
+export type * from "./events.js";
+export * from "./errors.js";
+export type { MemberState, JsonValue } from "./memberState.js";
+export type { RollcallOptions } from "./options.js";
