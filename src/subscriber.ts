@@ -1,0 +1,242 @@
+import { EventEmitter } from "node:events";
+import { Cluster } from "ioredis";
+import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "./errors.js";
+import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "./events.js";
+import type { Rollcall } from "./rollcall.js";
+import type { Client } from "./scripts.js";
+import { RoomWatch } from "./watch.js";
+
+export type PresenceListener = (event: PresenceEvent) => void;
+
+export interface SubscribeOptions {
+  /** Deliver only these types, e.g. `["join", "leave"]`. Default: every type. */
+  types?: readonly EventType[];
+  /** The subscriber connection dropped (or the subscriber closed): events are being missed. */
+  onLost?: () => void;
+  /**
+   * The connection is back and the room subscribed again. Events published in between are lost
+   * for good, so anything built from the events must resync (a RoomWatch does).
+   */
+  onResubscribed?: () => void;
+}
+
+export interface Subscription {
+  readonly room: string;
+  /** Stops delivery; the room's last subscription unsubscribes its channel. Never rejects. */
+  close(): Promise<void>;
+}
+
+export interface SubscriberOptions {
+  /**
+   * Sees every message before it is parsed and passes it on by calling `deliver`: at once, later,
+   * twice or never. A seam for tests that drop or reorder messages; the default delivers at once.
+   */
+  relay?: (channel: string, message: string, deliver: (message: string) => void) => void;
+}
+
+interface SubscriberEvents {
+  /** A malformed or foreign message (skipped), a listener that threw, or a connection error. */
+  error: [error: Error];
+}
+
+interface Delivery {
+  readonly listener: PresenceListener;
+  readonly types: ReadonlySet<EventType> | null;
+  readonly options: SubscribeOptions;
+}
+
+interface RoomChannel {
+  readonly room: string;
+  readonly deliveries: Set<Delivery>;
+  /** Settles when Redis has confirmed the subscription. */
+  readonly subscribed: Promise<unknown>;
+}
+
+/**
+ * Room events from every instance, over one dedicated subscriber connection per process shared by
+ * all rooms: each room's channel is subscribed while at least one subscription to it is open.
+ * Nothing it receives or suffers escapes as an exception: errors go to 'error' listeners.
+ */
+export class Subscriber extends EventEmitter<SubscriberEvents> {
+  /** The subscriber connection, duplicated from the Rollcall's client. */
+  readonly connection: Client;
+  private readonly channels = new Map<string, RoomChannel>();
+  private readonly relay: NonNullable<SubscriberOptions["relay"]>;
+  private lost = false;
+  private isClosed = false;
+
+  constructor(
+    readonly rollcall: Rollcall,
+    options: SubscriberOptions = {},
+  ) {
+    super();
+    this.relay = options.relay ?? ((_channel, message, deliver) => deliver(message));
+    this.connection = subscriberConnection(rollcall.redis);
+    this.connection.on("smessage", (channel: string, message: string) => {
+      // This runs inside the connection's reply parser: a throw here would corrupt the connection.
+      try {
+        this.relay(channel, message, (relayed) => this.dispatch(channel, relayed));
+      } catch (error) {
+        this.report(error);
+      }
+    });
+    this.connection.on("error", (error: Error) => {
+      this.report(new RedisCallError("subscriber connection", error));
+    });
+    // A Cluster's sharded subscribers come and go per shard; the group re-subscribes and then
+    // says 'subscribersReady'. A standalone connection says 'close', and 'ready' once it is back.
+    const [lostSignal, backSignal] =
+      this.connection instanceof Cluster ? ["-subscriber", "subscribersReady"] : ["close", "ready"];
+    this.connection.on(lostSignal, () => this.onLost());
+    this.connection.on(backSignal, () => void this.onBack());
+  }
+
+  get closed(): boolean {
+    return this.isClosed;
+  }
+
+  /** Delivers the room's events (of the given types) until the subscription is closed. */
+  async subscribe(
+    room: string,
+    listener: PresenceListener,
+    options: SubscribeOptions = {},
+  ): Promise<Subscription> {
+    const name = this.rollcall.channel(room);
+    const delivery: Delivery = { listener, types: checkTypes(options.types), options };
+    let channel = this.channels.get(name);
+    if (!channel) {
+      channel = { room, deliveries: new Set(), subscribed: this.connection.ssubscribe(name) };
+      this.channels.set(name, channel);
+    }
+    channel.deliveries.add(delivery);
+    try {
+      await channel.subscribed;
+    } catch (error) {
+      if (this.channels.get(name) === channel) this.channels.delete(name);
+      throw new RedisCallError(`subscribe to room ${JSON.stringify(room)}`, error);
+    }
+    return { room, close: () => this.unsubscribe(name, delivery) };
+  }
+
+  /** A live replica of the room's roster, kept current by its events. Close it when done. */
+  async watch(room: string): Promise<RoomWatch> {
+    const watch = new RoomWatch(this, room);
+    await watch.open();
+    return watch;
+  }
+
+  /** Drops the connection; every subscription hears `onLost` and receives nothing more. */
+  close(): void {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.notify("onLost");
+    this.channels.clear();
+    this.connection.disconnect();
+  }
+
+  /**
+   * Hands an error to the 'error' listeners, or, when there are none, to process.emitWarning:
+   * an 'error' event without a listener would throw and take the process down.
+   */
+  report(error: unknown): void {
+    const reported = error instanceof Error ? error : new Error(String(error));
+    if (this.listenerCount("error") > 0) this.emit("error", reported);
+    else process.emitWarning(reported);
+  }
+
+  private dispatch(name: string, message: string): void {
+    const channel = this.channels.get(name);
+    if (!channel) return; // unsubscribed while the message was on its way
+    const where = `message on the channel of room ${JSON.stringify(channel.room)}`;
+    let event: PresenceEvent;
+    try {
+      event = parseEvent(message);
+    } catch {
+      this.report(new UnexpectedReplyError(where, message));
+      return;
+    }
+    if (event.room !== channel.room) {
+      this.report(new UnexpectedReplyError(`${where} (an event of another room)`, message));
+      return;
+    }
+    for (const { listener, types } of [...channel.deliveries]) {
+      if (types && !types.has(event.type)) continue;
+      try {
+        listener(event);
+      } catch (error) {
+        this.report(error);
+      }
+    }
+  }
+
+  private async unsubscribe(name: string, delivery: Delivery): Promise<void> {
+    const channel = this.channels.get(name);
+    if (!channel?.deliveries.delete(delivery) || channel.deliveries.size > 0) return;
+    this.channels.delete(name);
+    if (this.isClosed) return;
+    try {
+      await this.connection.sunsubscribe(name);
+    } catch (error) {
+      // Harmless: messages still arriving find no channel and are dropped, and a reconnect only
+      // re-subscribes the channels in use.
+      this.report(
+        new RedisCallError(`unsubscribe from room ${JSON.stringify(channel.room)}`, error),
+      );
+    }
+  }
+
+  private onLost(): void {
+    if (this.lost || this.isClosed) return;
+    this.lost = true;
+    this.notify("onLost");
+  }
+
+  private async onBack(): Promise<void> {
+    if (!this.lost || this.isClosed) return;
+    this.lost = false;
+    try {
+      // Confirmed subscriptions, not merely a connection: only then is a snapshot safe to take.
+      await Promise.all([...this.channels.keys()].map((name) => this.connection.ssubscribe(name)));
+    } catch (error) {
+      if (this.isClosed) return;
+      this.report(new RedisCallError("resubscribe", error));
+      // Reconnect, so that the next 'ready' tries again and no room stays silently unsubscribed.
+      this.lost = true;
+      this.connection.disconnect(true);
+      return;
+    }
+    this.notify("onResubscribed");
+  }
+
+  private notify(hook: "onLost" | "onResubscribed"): void {
+    const deliveries = [...this.channels.values()].flatMap((c) => [...c.deliveries]);
+    for (const { options } of deliveries) {
+      try {
+        options[hook]?.();
+      } catch (error) {
+        this.report(error);
+      }
+    }
+  }
+}
+
+function checkTypes(types: readonly EventType[] | undefined): ReadonlySet<EventType> | null {
+  if (types === undefined) return null;
+  for (const type of types) {
+    if (!EVENT_TYPES.includes(type)) {
+      throw new InvalidInputError("INVALID_OPTION", `unknown event type ${JSON.stringify(type)}`);
+    }
+  }
+  return new Set(types);
+}
+
+/**
+ * A connection of its own, since a subscribed connection is no place for the engine's calls.
+ * Standalone: rollcall re-subscribes itself after a reconnect, so that it knows when every room
+ * is subscribed again. Cluster (type-checked, not exercised by the tests): sharded pub/sub needs
+ * `shardedSubscribers`, one subscriber connection per shard, which the Cluster re-subscribes.
+ */
+function subscriberConnection(client: Client): Client {
+  if (client instanceof Cluster) return client.duplicate([], { shardedSubscribers: true });
+  return client.duplicate({ autoResubscribe: false });
+}
