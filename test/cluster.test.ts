@@ -1,0 +1,79 @@
+import { expect } from "chai";
+import { Cluster } from "ioredis";
+import { parseEvent, type PresenceEvent } from "../src/events.js";
+import { Rollcall } from "../src/rollcall.js";
+import { Sweeper } from "../src/sweeper.js";
+import { startCluster, type LocalCluster } from "./cluster.js";
+import { eventually, sleep } from "./support.js";
+
+const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+
+describe("on Redis Cluster", () => {
+  let cluster: LocalCluster;
+  const clients: Cluster[] = [];
+  const connect = (options = {}) => {
+    const c = new Cluster(cluster.nodes, options);
+    clients.push(c);
+    return c;
+  };
+
+  before(async function () {
+    this.timeout(60_000);
+    cluster = await startCluster(3);
+  });
+  after(async () => {
+    clients.forEach((c) => c.disconnect());
+    await cluster?.stop();
+  });
+
+  it("runs every operation unchanged across shards, events over sharded pub/sub", async () => {
+    const redis = connect();
+    const rc = new Rollcall(redis, OPTIONS);
+    const rooms = Array.from({ length: 32 }, (_, i) => `room${i}`);
+    const shards = new Set<string>();
+    for (const room of rooms) {
+      const slot = await redis.cluster("KEYSLOT", rc.layout.of(room).keys[0]);
+      const owner = redis.slots[Number(slot)]![0]!;
+      shards.add(owner);
+    }
+    expect(shards.size, "rooms spread over every shard").to.equal(3);
+
+    const subscriber = connect({ shardedSubscribers: true });
+    const events: PresenceEvent[] = [];
+    subscriber.on("smessage", (_channel: string, message: string) =>
+      events.push(parseEvent(message)),
+    );
+    for (const room of rooms) await subscriber.ssubscribe(rc.channel(room));
+
+    for (const room of rooms) {
+      expect((await rc.heartbeat(room, "ann", "c1", { state: { s: 1 } })).joined).to.equal(true);
+      await rc.heartbeat(room, "bob", "c1");
+      await rc.startTyping(room, "ann");
+      await rc.setState(room, "ann", { s: 2 });
+      expect((await rc.leave(room, "bob", "c1")).left).to.equal(true);
+      const roster = await rc.roster(room);
+      expect(roster.members.map((m) => [m.user, m.state])).to.deep.equal([["ann", { s: 2 }]]);
+      expect(roster.typing).to.deep.equal(["ann"]);
+    }
+    await sleep(1_100);
+    const pass = await new Sweeper(rc).sweepOnce();
+    expect(pass).to.deep.include({ leaves: rooms.length, typingStops: rooms.length });
+
+    const perRoom = 7; // join, join, typing-start, update, leave, typing-stop, leave
+    await eventually(() => events.length >= rooms.length * perRoom, 10_000);
+    await sleep(100);
+    for (const room of rooms) {
+      expect(events.filter((e) => e.room === room).map((e) => `${e.type}:${e.user}`)).to.deep.equal(
+        [
+          "join:ann",
+          "join:bob",
+          "typing-start:ann",
+          "update:ann",
+          "leave:bob",
+          "typing-stop:ann",
+          "leave:ann",
+        ],
+      );
+    }
+  });
+});

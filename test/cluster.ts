@@ -1,0 +1,78 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { RedisBinary } from "redis-memory-server";
+import { systemRedisServer } from "../src/embedded.js";
+import { sleep } from "./support.js";
+
+export interface LocalCluster {
+  readonly nodes: { host: string; port: number }[];
+  stop(): Promise<void>;
+}
+
+const SLOTS = 16_384;
+
+/**
+ * A throwaway Redis Cluster of `size` masters on loopback, built with CLUSTER ADDSLOTSRANGE and
+ * CLUSTER MEET (no redis-cli needed), from the same redis-server binary the other tests use.
+ */
+export async function startCluster(size = 3, basePort = 31_000 + (process.pid % 1_000) * 10) {
+  const binary = systemRedisServer() ?? (await RedisBinary.getPath());
+  const dir = mkdtempSync(join(tmpdir(), "rollcall-cluster-"));
+  const ports = Array.from({ length: size }, (_, i) => basePort + i);
+  const servers: ChildProcess[] = ports.map((port) =>
+    spawn(
+      binary,
+      [
+        "--port",
+        String(port),
+        "--bind",
+        "127.0.0.1",
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        `nodes-${port}.conf`,
+        "--dir",
+        dir,
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+      ],
+      { stdio: "ignore" },
+    ),
+  );
+  const admins = ports.map(
+    (port) => new Redis({ port, lazyConnect: true, retryStrategy: () => 50 }),
+  );
+  const stop = async () => {
+    admins.forEach((a) => a.disconnect());
+    await Promise.all(
+      servers.map((s) => new Promise((resolve) => (s.once("exit", resolve), s.kill()))),
+    );
+    rmSync(dir, { recursive: true, force: true });
+  };
+  try {
+    await Promise.all(admins.map((a) => a.connect()));
+    const per = Math.ceil(SLOTS / size);
+    await Promise.all(
+      admins.map((a, i) =>
+        a.call("CLUSTER", "ADDSLOTSRANGE", i * per, Math.min(SLOTS, (i + 1) * per) - 1),
+      ),
+    );
+    for (const port of ports.slice(1)) await admins[0]!.call("CLUSTER", "MEET", "127.0.0.1", port);
+    const until = Date.now() + 20_000;
+    for (const admin of admins) {
+      while (!String(await admin.call("CLUSTER", "INFO")).includes("cluster_state:ok")) {
+        if (Date.now() > until) throw new Error("the local cluster did not come up");
+        await sleep(100);
+      }
+    }
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return { nodes: ports.map((port) => ({ host: "127.0.0.1", port })), stop } satisfies LocalCluster;
+}
