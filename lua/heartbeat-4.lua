@@ -2,6 +2,8 @@
   Refreshes one connection of a user in a room. If the user had no live connection, publishes
   'join' (after the overdue 'leave' of stale connections never announced, so events alternate).
   A new state, when given and different, is stored and published as 'update' (or rides the join).
+  A user holds at most 64 connections per room: a new one beyond that replaces the one silent the
+  longest (a client reconnecting in a loop cannot grow the record without bound).
 
   KEYS[1..4] the bucket (see include/bucket.lua)
   ARGV[1..5] the deployment settings (see include/bucket.lua)
@@ -21,6 +23,18 @@ local rec = settle(field)
 local joined = rec == nil
 if joined then
   rec = { c = {}, j = now }
+end
+if not rec.c[conn] then
+  local count, oldest, oldestConn = 0, nil, nil
+  for c, beat in pairs(rec.c) do
+    count = count + 1
+    if not oldest or beat < oldest then
+      oldest, oldestConn = beat, c
+    end
+  end
+  if count >= MAX_CONNECTIONS then
+    rec.c[oldestConn] = nil
+  end
 end
 rec.c[conn] = now
 local changed = state ~= '' and state ~= rec.s

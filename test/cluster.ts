@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { createServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,14 +15,32 @@ export interface LocalCluster {
 
 const SLOTS = 16_384;
 
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(true)));
+  });
+}
+
+/** A free port whose cluster bus port (port + 10 000) is free too. */
+async function freeNodePort(taken: number[]): Promise<number> {
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 10_000);
+    if (taken.includes(port)) continue;
+    if ((await canListen(port)) && (await canListen(port + 10_000))) return port;
+  }
+}
+
 /**
  * A throwaway Redis Cluster of `size` masters on loopback, built with CLUSTER ADDSLOTSRANGE and
  * CLUSTER MEET (no redis-cli needed), from the same redis-server binary the other tests use.
  */
-export async function startCluster(size = 3, basePort = 31_000 + (process.pid % 1_000) * 10) {
+export async function startCluster(size = 3) {
   const binary = systemRedisServer() ?? (await RedisBinary.getPath());
   const dir = mkdtempSync(join(tmpdir(), "rollcall-cluster-"));
-  const ports = Array.from({ length: size }, (_, i) => basePort + i);
+  const ports: number[] = [];
+  for (let i = 0; i < size; i++) ports.push(await freeNodePort(ports));
   const servers: ChildProcess[] = ports.map((port) =>
     spawn(
       binary,
@@ -41,11 +60,16 @@ export async function startCluster(size = 3, basePort = 31_000 + (process.pid % 
         "--appendonly",
         "no",
       ],
-      { stdio: "ignore" },
+      { stdio: process.env.CLUSTER_DEBUG ? "inherit" : "ignore" },
     ),
   );
   const admins = ports.map(
-    (port) => new Redis({ port, lazyConnect: true, retryStrategy: () => 50 }),
+    (port) =>
+      new Redis({
+        host: "127.0.0.1",
+        port,
+        retryStrategy: (times) => (times > 100 ? null : 50),
+      }).on("error", () => undefined), // refused until the server listens; ping() fails if it never does
   );
   const stop = async () => {
     admins.forEach((a) => a.disconnect());
@@ -55,7 +79,7 @@ export async function startCluster(size = 3, basePort = 31_000 + (process.pid % 
     rmSync(dir, { recursive: true, force: true });
   };
   try {
-    await Promise.all(admins.map((a) => a.connect()));
+    await Promise.all(admins.map((a) => a.ping())); // queued until the server listens
     const per = Math.ceil(SLOTS / size);
     await Promise.all(
       admins.map((a, i) =>

@@ -85,6 +85,20 @@ describe("Rollcall", () => {
       expect(summary(events)).to.deep.equal(["join:ann"]);
     });
 
+    it("holds at most 64 connections per user, replacing the one silent the longest", async () => {
+      const { rc, events } = await setup();
+      for (let i = 0; i < 70; i++) {
+        await rc.heartbeat("room", "ann", `tab${i}`);
+        await sleep(2); // distinct heartbeat times, so "silent the longest" is one connection
+      }
+      await rc.heartbeat("room", "ann", "tab69");
+      expect((await rc.roster("room")).members[0]!.connections).to.equal(64);
+      expect((await rc.leave("room", "ann", "tab5")).removed).to.equal(false);
+      expect((await rc.leave("room", "ann", "tab6")).removed).to.equal(true);
+      await sleep(50);
+      expect(summary(events)).to.deep.equal(["join:ann"]);
+    });
+
     it("chains every event of a room to the one before it", async () => {
       const { rc, events } = await setup();
       await rc.heartbeat("room", "ann", "c");

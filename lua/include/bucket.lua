@@ -16,6 +16,8 @@ local keyTtl = tonumber(ARGV[3])
 local eventRosterLimit = tonumber(ARGV[4])
 local channelPrefix = ARGV[5]
 local US = '\31'
+-- Keeps every record, and so every script, bounded: see heartbeat.
+local MAX_CONNECTIONS = 64
 
 local now
 do
