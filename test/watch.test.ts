@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from "node:util";
 import { expect } from "chai";
+import { Cluster, Redis } from "ioredis";
 import { RedisCallError } from "../src/errors.js";
 import { parseEvent, type PresenceEvent } from "../src/events.js";
 import type { MemberState } from "../src/memberState.js";
@@ -7,6 +8,7 @@ import type { RollcallOptions } from "../src/options.js";
 import { Rollcall, type Roster } from "../src/rollcall.js";
 import { Subscriber, type SubscriberOptions } from "../src/subscriber.js";
 import type { RosterChange, RoomWatch, SyncReason } from "../src/watch.js";
+import { startCluster, type LocalCluster } from "./cluster.js";
 import { client, eventually, sleep } from "./support.js";
 
 const opened = new Set<Subscriber>();
@@ -503,6 +505,80 @@ describe("RoomWatch", () => {
     ).to.be.greaterThan(0);
     expect(faithful.errors).to.deep.equal([]);
     expect(lossy.errors).to.deep.equal([]);
+  });
+});
+
+describe("RoomWatch on Redis Cluster", () => {
+  const options: RollcallOptions = {
+    presenceWindowMs: 1_000,
+    typingWindowMs: 300,
+    keyTtlMs: 3_000,
+  };
+  let cluster: LocalCluster | undefined;
+  const connections: (Cluster | Redis)[] = [];
+  const connect = () => {
+    const c = new Cluster(cluster!.nodes);
+    connections.push(c);
+    return c;
+  };
+
+  before(async function () {
+    this.timeout(60_000);
+    cluster = await startCluster(3);
+  });
+  after(async () => {
+    connections.forEach((c) => c.disconnect());
+    await cluster?.stop();
+  });
+
+  it("follows rooms on every shard, and resyncs after every sharded subscriber is killed", async () => {
+    const writer = new Rollcall(connect(), options);
+    const subscriber = new Subscriber(new Rollcall(connect(), options));
+    const errors: Error[] = [];
+    subscriber.on("error", (e) => errors.push(e));
+    try {
+      const rooms = Array.from({ length: 24 }, (_, i) => `room${i}`);
+      const watches = await Promise.all(rooms.map((room) => watched(subscriber, room)));
+      for (const room of rooms) {
+        await writer.heartbeat(room, "ann", "c1", { state: { s: 1 } });
+        await writer.startTyping(room, "ann");
+      }
+      await expectConverged(
+        writer,
+        watches.map((w) => w.watch),
+        "before the kill",
+      );
+
+      const admins = cluster!.nodes.map(({ port }) => new Redis({ port }));
+      connections.push(...admins);
+      for (const admin of admins) {
+        expect(await admin.call("CLIENT", "KILL", "TYPE", "pubsub")).to.equal(1);
+      }
+      // Published right after the kill: lost to the watcher for good, unless it resyncs.
+      for (const room of rooms) {
+        await writer.heartbeat(room, "bob", "c1");
+        await writer.setState(room, "ann", { s: 2 });
+      }
+      await expectConverged(
+        writer,
+        watches.map((w) => w.watch),
+        "after the kill",
+      );
+      for (const { syncs } of watches) expect(syncs).to.include("reconnect");
+
+      for (const room of rooms) await writer.leave(room, "ann", "c1");
+      await expectConverged(
+        writer,
+        watches.map((w) => w.watch),
+        "after the leaves",
+      );
+      expect(watches.map((w) => w.watch.roster.members.map((m) => m.user))).to.deep.equal(
+        rooms.map(() => ["bob"]),
+      );
+    } finally {
+      subscriber.close();
+    }
+    expect(errors).to.deep.equal([]);
   });
 });
 
