@@ -232,9 +232,9 @@ function checkTypes(types: readonly EventType[] | undefined): ReadonlySet<EventT
 
 /**
  * A connection of its own, since a subscribed connection is no place for the engine's calls.
- * Standalone: rollcall re-subscribes itself after a reconnect, so that it knows when every room
- * is subscribed again. Cluster (type-checked, not exercised by the tests): sharded pub/sub needs
- * `shardedSubscribers`, one subscriber connection per shard, which the Cluster re-subscribes.
+ * After a reconnect rollcall subscribes every room again itself and waits for Redis to confirm,
+ * so that it knows when a snapshot is safe; standalone, ioredis's own re-subscribing is off. A
+ * Cluster needs `shardedSubscribers` for sharded pub/sub: one subscriber connection per shard.
  */
 function subscriberConnection(client: Client): Client {
   if (client instanceof Cluster) return client.duplicate([], { shardedSubscribers: true });

@@ -73,6 +73,8 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   /** A sync loop runs (or open() is under way): it will take any snapshot wanted meanwhile. */
   private syncing = false;
   private started = false;
+  /** The subscriber connection is down: events are being missed until it is back. */
+  private lost = false;
   private isSynced = false;
   private isClosed = false;
   private view: WatchedRoster | undefined;
@@ -92,7 +94,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     return this.view;
   }
 
-  /** Every event since the last snapshot applied, none missing and no resync due. */
+  /** Every event since the last snapshot applied: no gap seen, no snapshot due, connection up. */
   get synced(): boolean {
     return this.isSynced;
   }
@@ -166,11 +168,16 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
 
   private lose(): void {
     this.isSynced = false;
-    if (this.subscriber.closed) void this.close();
-    else this.held ??= [];
+    if (this.subscriber.closed) {
+      void this.close();
+      return;
+    }
+    this.lost = true;
+    this.held ??= [];
   }
 
   private resync(reason: SyncReason): void {
+    if (reason === "reconnect") this.lost = false;
     this.isSynced = false;
     this.held ??= [];
     this.wanted = reason;
@@ -217,9 +224,10 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     this.count = snapshot.count;
     this.view = undefined;
     this.started = true;
-    this.isSynced = true;
+    // Taken while the connection is down, it is the best view there is, but not a synced one.
+    this.isSynced = !this.lost;
     const held = this.held ?? [];
-    this.held = null;
+    this.held = this.lost ? [] : null;
     const after: Replica = { members: this.members, typists: this.typists };
     for (const change of differences(before, after)) this.tell(() => this.emit("change", change));
     this.tell(() => this.emit("sync", reason));

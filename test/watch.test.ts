@@ -399,6 +399,20 @@ describe("RoomWatch", () => {
     expect(await subscribers()).to.equal(0);
   });
 
+  it("closes with its subscriber", async () => {
+    const other = new Rollcall(client());
+    const { subscriber } = watcher();
+    const { watch, changes } = await watched(subscriber, "room");
+    expect(watch.synced).to.equal(true);
+
+    subscriber.close();
+    expect(watch.synced).to.equal(false);
+    await other.heartbeat("room", "ann", "c1");
+    await sleep(50);
+    expect(changes).to.deep.equal([]);
+    await watch.close();
+  });
+
   it("keeps 100 replicas equal to roster() through random traffic from several instances, with and without message loss", async function () {
     this.timeout(30_000);
     const seed = Number(process.env.ROLLCALL_SEED ?? Date.now());
