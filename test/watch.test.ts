@@ -490,6 +490,9 @@ describe("RoomWatch", () => {
       ),
     );
 
+    // Everyone goes silent and is swept out: expiries at scale, concurrently from every instance.
+    await sleep(1_100);
+    await Promise.all(rooms.map((room, i) => instances[i % instances.length]!.sweepRoom(room)));
     lossless = true;
     for (const room of rooms) await instances[0]!.heartbeat(room, "last", "c1");
 
@@ -505,6 +508,10 @@ describe("RoomWatch", () => {
       `lossy, ${context}`,
     );
 
+    const rosters = exact.map((w) => w.watch.roster);
+    expect(rosters.map((r) => r.members.map((m) => m.user))).to.deep.equal(
+      rooms.map(() => ["last"]),
+    );
     const all = exact.flatMap((w) => w.changes);
     const expiredLeaves = all.filter(
       (c) => c.event?.type === "leave" && c.event.reason === "expired",
