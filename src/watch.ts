@@ -21,6 +21,7 @@ export interface WatchedRoster {
   readonly room: string;
   /** Seq of the last event applied, or of the snapshot when none was applied since. */
   readonly seq: number;
+  /** Members in the room, as the last snapshot or join/leave event counted them. */
   readonly count: number;
   readonly members: readonly WatchedMember[];
   readonly typing: readonly string[];
@@ -60,6 +61,8 @@ const LAST_RETRY_MS = 5_000;
  * first, then a snapshot, then every later event in order. An event that does not follow the last
  * one applied, or a lost subscriber connection, means something was missed: it takes a new
  * snapshot and reports the difference as changes. Created by `Subscriber.watch()`.
+ *
+ * Exact for rooms of up to `rosterLimit` members: a snapshot lists no more than that.
  */
 export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   private members = new Map<string, WatchedMember>();
