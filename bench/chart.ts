@@ -1,0 +1,123 @@
+import { best, ceilingOf, headline, type Results } from "./report.js";
+import type { Variant } from "./heartbeat.js";
+
+const WIDTH = 820;
+const LABEL_WIDTH = 200;
+const PLOT_WIDTH = 480;
+const BAR = 18;
+const GAP = 6;
+
+const COLOR: Record<Variant | "ceiling", string> = {
+  rollcall: "#2563eb",
+  naive: "#ea580c",
+  multi: "#a855f7",
+  ceiling: "#6b7280",
+};
+
+const NAME: Record<Variant, string> = {
+  rollcall: "rollcall",
+  naive: "seed",
+  multi: "seed MULTI/EXEC",
+};
+
+interface Bar {
+  label: string;
+  value: number;
+  color: string;
+  text: string;
+}
+
+interface Group {
+  name: string;
+  bars: Bar[];
+}
+
+function escape(text: string): string {
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+}
+
+function text(x: number, y: number, content: string, attributes = ""): string {
+  return `<text x="${x}" y="${y}" ${attributes}>${escape(content)}</text>`;
+}
+
+/** A titled panel of horizontal bars, in groups, on one linear scale; returns its SVG and height. */
+function panel(title: string, top: number, groups: Group[]): [string, number] {
+  const max = Math.max(...groups.flatMap((g) => g.bars.map((b) => b.value)));
+  const parts = [text(20, top + 16, title, 'font-size="15" font-weight="bold"')];
+  let y = top + 32;
+  for (const group of groups) {
+    if (group.name) parts.push(text(20, y + BAR - 4, group.name, 'font-weight="bold"'));
+    for (const bar of group.bars) {
+      const width = Math.max(1, (bar.value / max) * PLOT_WIDTH);
+      parts.push(
+        text(LABEL_WIDTH - 8, y + BAR - 5, bar.label, 'text-anchor="end"'),
+        `<rect x="${LABEL_WIDTH}" y="${y}" width="${width.toFixed(1)}" height="${BAR}" fill="${bar.color}"/>`,
+        text(LABEL_WIDTH + width + 6, y + BAR - 5, bar.text),
+      );
+      y += BAR + GAP;
+    }
+    y += GAP * 2;
+  }
+  return [parts.join("\n"), y - top];
+}
+
+/** Throughput bars and latency percentiles, as plain SVG text. */
+export function chart(r: Results): string {
+  const variants: Variant[] = ["rollcall", "naive", "multi"];
+  const ceiling = ceilingOf(r.ceiling);
+  const [throughput, throughputHeight] = panel(
+    "Heartbeats per second, best configuration (more is better)",
+    50,
+    [
+      {
+        name: "",
+        bars: [
+          ...variants.map((v) => {
+            const run = best(r.heartbeat.throughput, v);
+            return {
+              label: NAME[v],
+              value: run.opsPerSec,
+              color: COLOR[v],
+              text: `${Math.round(run.opsPerSec).toLocaleString("en-US")} /s`,
+            };
+          }),
+          {
+            label: "ceiling (redis-benchmark)",
+            value: ceiling,
+            color: COLOR.ceiling,
+            text: `${Math.round(ceiling).toLocaleString("en-US")} /s`,
+          },
+        ],
+      },
+    ],
+  );
+  const percentiles = [
+    ["p50", "p50"],
+    ["p90", "p90"],
+    ["p99", "p99"],
+    ["p99.9", "p999"],
+  ] as const;
+  const [latency, latencyHeight] = panel(
+    "Sequential heartbeat latency, µs (less is better)",
+    50 + throughputHeight + 20,
+    percentiles.map(([name, key]) => ({
+      name,
+      bars: variants.map((v) => {
+        const us = r.heartbeat.latency.find((l) => l.variant === v)!.us[key];
+        return { label: NAME[v], value: us, color: COLOR[v], text: `${us} µs` };
+      }),
+    })),
+  );
+  const height = 50 + throughputHeight + 20 + latencyHeight + 10;
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" ` +
+      `viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
+    `<rect width="${WIDTH}" height="${height}" fill="white"/>`,
+    text(20, 24, "rollcall heartbeat vs the seed's tracker", 'font-size="17" font-weight="bold"'),
+    text(20, 40, headline(r), 'fill="#555"'),
+    throughput,
+    latency,
+    "</svg>",
+    "",
+  ].join("\n");
+}

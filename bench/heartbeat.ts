@@ -1,0 +1,268 @@
+import type { Redis } from "ioredis";
+import { Rollcall, type RollcallOptions } from "../src/rollcall.js";
+import { forEachInFlight, keepBusy } from "./drive.js";
+import type { Lab } from "./lab.js";
+import { NaiveTracker } from "./naive.js";
+import type { Profile } from "./profile.js";
+import type { Progress } from "./progress.js";
+import {
+  commandsBetween,
+  commandStats,
+  histogram,
+  micros,
+  percentiles,
+  underLoad,
+  type Load,
+  type Percentiles,
+} from "./stats.js";
+
+/** One connection of one user in one room. */
+export interface Member {
+  room: string;
+  user: string;
+  connection: string;
+}
+
+/** Long enough that nobody expires while the section runs: every heartbeat is a refresh. */
+export const STEADY: RollcallOptions = { presenceWindowMs: 600_000 };
+
+export const VARIANTS = ["rollcall", "naive", "multi"] as const;
+export type Variant = (typeof VARIANTS)[number];
+
+/** A heartbeat on one connection; true when it made the user join. */
+export type Beat = (member: Member) => Promise<boolean>;
+
+const BEATS: Record<Variant, (redis: Redis) => Beat> = {
+  rollcall: (redis) => {
+    const rollcall = new Rollcall(redis, STEADY);
+    return async (m) => (await rollcall.heartbeat(m.room, m.user, m.connection)).joined;
+  },
+  naive: (redis) => {
+    const tracker = new NaiveTracker(redis, STEADY.presenceWindowMs! / 1000);
+    return (m) => tracker.heartbeat(m.room, m.user);
+  },
+  multi: (redis) => {
+    const tracker = new NaiveTracker(redis, STEADY.presenceWindowMs! / 1000);
+    return (m) => tracker.heartbeatInTransaction(m.room, m.user);
+  },
+};
+
+export function members(rooms: number, usersPerRoom: number, name = "room"): Member[] {
+  return Array.from({ length: rooms * usersPerRoom }, (_, i) => ({
+    room: `${name}-${Math.floor(i / usersPerRoom)}`,
+    user: `user-${i % usersPerRoom}`,
+    connection: "conn-1",
+  }));
+}
+
+/** A heartbeat of one variant, on the given connection. */
+export function beater(variant: Variant, redis: Redis): Beat {
+  return BEATS[variant](redis);
+}
+
+/** Makes every member present, in rollcall's layout and in the seed's. */
+export async function populate(lab: Lab, population: readonly Member[]): Promise<void> {
+  const client = lab.connect({ enableAutoPipelining: true });
+  for (const variant of ["rollcall", "naive"] as const) {
+    const beat = BEATS[variant](client);
+    await forEachInFlight(population, 64, beat);
+  }
+  lab.release(client);
+}
+
+function steady(joined: boolean, variant: Variant): void {
+  if (joined) throw new Error(`a measured ${variant} heartbeat joined: the population expired`);
+}
+
+export interface LatencyResult {
+  variant: Variant;
+  /** Microseconds, one sequential client, call to reply. */
+  us: Percentiles;
+}
+
+export interface ThroughputRun {
+  variant: Variant;
+  inFlight: number;
+  autoPipelining: boolean;
+  opsPerSec: number;
+  load: Load;
+}
+
+export interface CommandCount {
+  variant: Variant;
+  mode: string;
+  heartbeats: number;
+  /** Commands the client sent (EVAL/EVALSHA for rollcall; everything for the naive ones). */
+  sent: number;
+  /** Every command Redis ran, those run by the script included. */
+  executed: number;
+  /** Server time of the script call and of the commands it ran, µs per heartbeat (rollcall). */
+  scriptUs: number | null;
+  innerUs: number | null;
+  /** Calls per heartbeat by command, from INFO commandstats. */
+  byCommand: Record<string, number>;
+}
+
+export interface HeartbeatResults {
+  population: { rooms: number; usersPerRoom: number };
+  latency: LatencyResult[];
+  throughput: ThroughputRun[];
+  commands: CommandCount[];
+}
+
+export function heartbeatSteps(p: Profile): number {
+  const t = p.throughput;
+  return 1 + p.latency.rounds + t.repeats * t.autoPipelining.length * t.inFlight.length + 1;
+}
+
+export async function benchHeartbeat(
+  lab: Lab,
+  profile: Profile,
+  progress: Progress,
+): Promise<HeartbeatResults> {
+  const { rooms, usersPerRoom } = profile.population;
+  const population = members(rooms, usersPerRoom);
+  await lab.flush();
+  await progress.step("heartbeat: population", () => populate(lab, population));
+  return {
+    population: profile.population,
+    latency: await sequentialLatency(lab, profile, progress, population),
+    throughput: await throughput(lab, profile, progress, population),
+    commands: await progress.step("heartbeat: commands per heartbeat", () =>
+      commandsPerHeartbeat(lab, profile, population),
+    ),
+  };
+}
+
+/** Each variant on its own connection; rounds alternate them so drift on the host hits all. */
+async function sequentialLatency(
+  lab: Lab,
+  profile: Profile,
+  progress: Progress,
+  population: readonly Member[],
+): Promise<LatencyResult[]> {
+  const { samples, rounds, warmup } = profile.latency;
+  const runners = VARIANTS.map((variant) => ({
+    variant,
+    beat: BEATS[variant](lab.connect()),
+    h: histogram(),
+    next: 0,
+  }));
+  for (const r of runners) {
+    for (let i = 0; i < warmup; i++) await r.beat(population[i % population.length]!);
+  }
+  for (let round = 0; round < rounds; round++) {
+    await progress.step(`heartbeat: sequential latency ${round + 1}/${rounds}`, async () => {
+      for (const r of runners) {
+        for (let i = 0; i < samples / rounds; i++) {
+          const member = population[r.next++ % population.length]!;
+          const started = performance.now();
+          const joined = await r.beat(member);
+          r.h.recordValue(micros(started));
+          steady(joined, r.variant);
+        }
+      }
+    });
+  }
+  return runners.map((r) => ({ variant: r.variant, us: percentiles(r.h) }));
+}
+
+async function throughput(
+  lab: Lab,
+  profile: Profile,
+  progress: Progress,
+  population: readonly Member[],
+): Promise<ThroughputRun[]> {
+  const { inFlight, autoPipelining, runMs, repeats } = profile.throughput;
+  const runs: ThroughputRun[] = [];
+  for (let repeat = 0; repeat < repeats; repeat++) {
+    for (const pipelined of autoPipelining) {
+      for (const n of inFlight) {
+        const label = `heartbeat: throughput, ${n} in flight${pipelined ? ", auto-pipelined" : ""}`;
+        await progress.step(label, async () => {
+          for (const variant of VARIANTS) {
+            const client = lab.connect({ enableAutoPipelining: pipelined });
+            const beat = BEATS[variant](client);
+            // The first call on a connection sends the script source; it is not the steady state.
+            await beat(population[0]!);
+            const [ops, load] = await underLoad(lab.admin, () =>
+              keepBusy(n, runMs, async (i) => {
+                steady(await beat(population[i % population.length]!), variant);
+              }),
+            );
+            lab.release(client);
+            runs.push({
+              variant,
+              inFlight: n,
+              autoPipelining: pipelined,
+              opsPerSec: ops / load.seconds,
+              load,
+            });
+          }
+        });
+      }
+    }
+  }
+  return runs;
+}
+
+const SCRIPT_COMMANDS = new Set(["eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"]);
+
+/**
+ * Counts from INFO commandstats, which also counts every command a script runs. While a variant
+ * is measured it is the only client sending anything, so when scripts ran, every other command
+ * counted was run by them; when none ran, every command counted was sent by the client.
+ */
+async function commandsPerHeartbeat(
+  lab: Lab,
+  profile: Profile,
+  population: readonly Member[],
+): Promise<CommandCount[]> {
+  const heartbeats = Math.min(profile.commands.heartbeats, population.length);
+  const modes = [
+    { mode: "sequential", inFlight: 1, autoPipelining: false },
+    { mode: "64 in flight, auto-pipelined", inFlight: 64, autoPipelining: true },
+  ];
+  const counts: CommandCount[] = [];
+  for (const { mode, inFlight, autoPipelining } of modes) {
+    for (const variant of VARIANTS) {
+      const client = lab.connect({ enableAutoPipelining: autoPipelining });
+      await client.ping();
+      const beat = BEATS[variant](client);
+      const before = await commandStats(lab.admin);
+      await forEachInFlight(population.slice(0, heartbeats), inFlight, async (m) => {
+        steady(await beat(m), variant);
+      });
+      const ran = commandsBetween(before, await commandStats(lab.admin));
+      lab.release(client);
+      let scriptCalls = 0;
+      let scriptUsec = 0;
+      let total = 0;
+      let totalUsec = 0;
+      const byCommand: Record<string, number> = {};
+      for (const [name, stat] of ran) {
+        if (stat.failed > 0)
+          throw new Error(`${stat.failed} ${name} calls failed during ${variant}`);
+        byCommand[name] = stat.calls / heartbeats;
+        total += stat.calls;
+        totalUsec += stat.usec;
+        if (SCRIPT_COMMANDS.has(name)) {
+          scriptCalls += stat.calls;
+          scriptUsec += stat.usec;
+        }
+      }
+      const scripted = scriptCalls > 0;
+      counts.push({
+        variant,
+        mode,
+        heartbeats,
+        sent: (scripted ? scriptCalls : total) / heartbeats,
+        executed: total / heartbeats,
+        scriptUs: scripted ? scriptUsec / heartbeats : null,
+        innerUs: scripted ? (totalUsec - scriptUsec) / heartbeats : null,
+        byCommand,
+      });
+    }
+  }
+  return counts;
+}

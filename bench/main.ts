@@ -1,0 +1,110 @@
+import { mkdir, writeFile } from "node:fs/promises";
+import { availableParallelism, cpus, platform } from "node:os";
+import { parseArgs } from "node:util";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
+import { benchCeiling, ceilingSteps } from "./ceiling.js";
+import { chart } from "./chart.js";
+import { benchFanout, fanoutSteps } from "./fanout.js";
+import { benchHeartbeat, heartbeatSteps } from "./heartbeat.js";
+import { Lab } from "./lab.js";
+import { benchMemory, memorySteps } from "./memory.js";
+import { FULL, SMOKE, type Profile } from "./profile.js";
+import { Progress } from "./progress.js";
+import { markdown, targets, type Meta, type Results } from "./report.js";
+import { info } from "./stats.js";
+import { benchSweep, sweepSteps } from "./sweep.js";
+
+const USAGE = `Usage: tsx bench/main.ts [--smoke] [--redis-url redis://host:port]
+
+  --smoke      a quick run that only proves the bench works (CI); results go to smoke.*
+  --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server (it gets flushed)`;
+
+/** CI runs --smoke: its results go beside the committed ones, never over them. */
+const RESULTS = new URL("./results/", import.meta.url);
+
+function options(): { profile: Profile; redisUrl: string | undefined } {
+  const { values } = parseArgs({
+    options: {
+      smoke: { type: "boolean", default: false },
+      "redis-url": { type: "string" },
+      help: { type: "boolean", default: false },
+    },
+  });
+  if (values.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  return { profile: values.smoke ? SMOKE : FULL, redisUrl: values["redis-url"] };
+}
+
+async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Results> {
+  const progress = new Progress(
+    heartbeatSteps(profile) +
+      ceilingSteps(profile) +
+      fanoutSteps() +
+      sweepSteps(profile) +
+      memorySteps(profile),
+  );
+  const started = performance.now();
+  try {
+    await lab.checkEmpty();
+    const server = await info(lab.admin, "server");
+    const heartbeat = await benchHeartbeat(lab, profile, progress);
+    const ceiling = await benchCeiling(lab, profile, progress);
+    const fanout = await benchFanout(lab, profile, progress);
+    const sweep = await benchSweep(lab, profile, progress);
+    const memory = await benchMemory(lab, profile, progress);
+    await lab.flush();
+    const meta: Meta = {
+      date: new Date().toISOString(),
+      profile: profile.name,
+      redisVersion: server.get("redis_version") ?? "unknown",
+      redis: embedded ? "embedded" : "external",
+      nodeVersion: process.version,
+      cores: availableParallelism(),
+      cpu: cpus()[0]?.model.trim() ?? "unknown",
+      platform: platform(),
+      seconds: Math.round((performance.now() - started) / 1000),
+    };
+    const partial = { meta, heartbeat, ceiling, fanout, sweep, memory };
+    return { ...partial, targets: targets(partial) };
+  } finally {
+    progress.stop();
+  }
+}
+
+async function save(results: Results): Promise<string> {
+  const report = markdown(results);
+  const name = results.meta.profile === "full" ? "latest" : "smoke";
+  await mkdir(RESULTS, { recursive: true });
+  await writeFile(new URL(`${name}.md`, RESULTS), report);
+  await writeFile(new URL(`${name}.json`, RESULTS), JSON.stringify(results, null, 2) + "\n");
+  await writeFile(new URL(`${name}.svg`, RESULTS), chart(results));
+  return report;
+}
+
+async function main(): Promise<void> {
+  const { profile, redisUrl } = options();
+  const embedded: EmbeddedRedis | undefined = redisUrl ? undefined : await startEmbeddedRedis();
+  const lab = new Lab(redisUrl ?? embedded!.url);
+  // Ctrl-C must not leave a redis-server behind.
+  const interrupted = () => {
+    lab.close();
+    const exit = () => process.exit(130);
+    (embedded?.stop() ?? Promise.resolve()).then(exit, exit);
+  };
+  process.once("SIGINT", interrupted);
+  process.once("SIGTERM", interrupted);
+  try {
+    const results = await run(profile, lab, embedded !== undefined);
+    console.log(await save(results));
+  } finally {
+    lab.close();
+    await embedded?.stop();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exitCode = 1;
+});
