@@ -8,7 +8,7 @@
   ARGV[6] room   ARGV[7] most members to return
 
   Reply: {seq, member count, then per member returned: user, connections, lastSeenMs,
-  joinedAtMs, typingSinceMs or 0, state JSON or ''}
+  joinedAtMs, typedAtMs (latest startTyping) or 0, state JSON or ''}
 ]]
 -- @include "bucket"
 

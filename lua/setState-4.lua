@@ -24,5 +24,4 @@ if rec.s == state then
 end
 rec.s = state
 save(field, rec)
-refreshTtl()
 return { 2, publish(room, user, 'update', stateFragment(rec)) }

@@ -23,7 +23,6 @@ end
 local started = rec.t == nil
 rec.t = now
 save(field, rec)
-refreshTtl()
 if started then
   return { 2, publish(room, user, 'typing-start', '') }
 end

@@ -41,8 +41,9 @@ export interface RosterMember {
   lastSeen: number;
   /** Redis time at which the user joined, ms. */
   joinedAt: number;
-  /** Redis time at which the user started typing, ms, or null when not typing. */
-  typingSince: number | null;
+  /** Redis time of the user's latest startTyping, ms, or null when not typing (the typing-start
+   * event's `at` is when typing began; the mark stops typingWindowMs after this). */
+  typedAt: number | null;
   state: MemberState | null;
 }
 
@@ -135,18 +136,18 @@ export class Rollcall {
     const reply = await this.call("roster", room, [this.settings.rosterLimit]);
     const members: RosterMember[] = [];
     for (let i = 2; i < reply.length; i += 6) {
-      const typingSince = int(reply, i + 4);
+      const typedAt = int(reply, i + 4);
       const state = str(reply, i + 5);
       members.push({
         user: str(reply, i),
         connections: int(reply, i + 1),
         lastSeen: int(reply, i + 2),
         joinedAt: int(reply, i + 3),
-        typingSince: typingSince === 0 ? null : typingSince,
+        typedAt: typedAt === 0 ? null : typedAt,
         state: state === "" ? null : (JSON.parse(state) as MemberState),
       });
     }
-    const typing = members.filter((m) => m.typingSince !== null).map((m) => m.user);
+    const typing = members.filter((m) => m.typedAt !== null).map((m) => m.user);
     return { room, seq: int(reply, 0), count: int(reply, 1), members, typing };
   }
 
@@ -198,6 +199,20 @@ export class Rollcall {
 }
 
 export { Sweeper, type SweeperOptions, type PassStats } from "./sweeper.js";
+export {
+  Subscriber,
+  type SubscriberOptions,
+  type SubscribeOptions,
+  type Subscription,
+  type PresenceListener,
+} from "./subscriber.js";
+export {
+  RoomWatch,
+  type WatchedRoster,
+  type WatchedMember,
+  type RosterChange,
+  type SyncReason,
+} from "./watch.js";
 export { parseEvent, EVENT_TYPES } from "./events.js";
 export type * from "./events.js";
 export * from "./errors.js";

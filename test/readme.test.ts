@@ -6,22 +6,31 @@ import { redisUrl } from "./support.js";
 
 const run = promisify(execFile);
 
+// What each TypeScript example of the README prints, in order.
+const EXPECTED = ["1 { status: 'online' }", "event: join bob\nchange: join bob 1"];
+
 describe("README", () => {
-  it("runs its usage example as written", async function () {
-    this.timeout(60_000);
-    const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
-    const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
-    expect(example, "a ts block in the README").to.be.a("string");
-    // The package's own name resolves to dist/, which needs a build; the sources are the same.
-    const file = new URL("./readme-example.tmp.ts", import.meta.url);
-    writeFileSync(file, example!.replace('from "rollcall"', 'from "../src/rollcall.js"'));
-    try {
-      const { stdout } = await run("npx", ["tsx", file.pathname], {
-        env: { ...process.env, REDIS_URL: redisUrl() },
-      });
-      expect(stdout.trim()).to.equal("1 { status: 'online' }");
-    } finally {
-      rmSync(file);
-    }
+  const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+  const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
+
+  it("has the examples this test knows", () => {
+    expect(examples).to.have.length(EXPECTED.length);
+  });
+
+  EXPECTED.forEach((expected, i) => {
+    it(`runs example ${i + 1} as written`, async function () {
+      this.timeout(60_000);
+      // The package's own name resolves to dist/, which needs a build; the sources are the same.
+      const file = new URL(`./readme-example-${i}.tmp.ts`, import.meta.url);
+      writeFileSync(file, examples[i]!.replace('from "rollcall"', 'from "../src/rollcall.js"'));
+      try {
+        const { stdout } = await run("npx", ["tsx", file.pathname], {
+          env: { ...process.env, REDIS_URL: redisUrl() },
+        });
+        expect(stdout.trim()).to.equal(expected);
+      } finally {
+        rmSync(file);
+      }
+    });
   });
 });

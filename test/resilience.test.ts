@@ -2,9 +2,45 @@ import { expect } from "chai";
 import { Redis } from "ioredis";
 import { RedisCallError } from "../src/errors.js";
 import { Rollcall } from "../src/rollcall.js";
-import { client, ownRedis, sleep, watchUnhandled } from "./support.js";
+import { client, eventually, listen, ownRedis, sleep, watchUnhandled } from "./support.js";
 
 describe("resilience", () => {
+  describe("the safety-net expiry", () => {
+    const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+
+    it("sets it on every key a join creates", async () => {
+      const rc = new Rollcall(client(), SHORT);
+      await rc.heartbeat("room", "ann", "c");
+      for (const key of rc.layout.of("room").keys.slice(0, 3)) {
+        expect(await rc.redis.pttl(key), key).to.be.within(1, 3_000);
+      }
+    });
+
+    it("keeps keys alive while heartbeats go on, with a few PEXPIREs per TTL", async () => {
+      const redis = client();
+      const rc = new Rollcall(redis, SHORT);
+      for (let elapsed = 0; elapsed < 4_000; elapsed += 100) {
+        await rc.heartbeat("room", "ann", "c");
+        await sleep(100);
+      }
+      expect((await rc.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
+      const pexpires = /cmdstat_pexpire:calls=(\d+)/.exec(await redis.info("commandstats"));
+      // One refresh of three keys at the join, then one per quarter TTL crossed (about 5 in 4 s).
+      expect(Number(pexpires?.[1])).to.be.within(3, 3 * 8);
+    });
+
+    it("restarts a room's chain when its members vanished with it unannounced", async () => {
+      const rc = new Rollcall(client(), SHORT);
+      const events = await listen([rc.channel("room")]);
+      await rc.heartbeat("room", "ann", "c");
+      await sleep(3_200); // no sweeper, no write: the keys expire
+      await rc.heartbeat("room", "bob", "c");
+      await eventually(() => events.length === 2);
+      expect(events[1]).to.deep.include({ type: "join", user: "bob", prev: 0, count: 1 });
+      expect((await rc.roster("room")).members.map((m) => m.user)).to.deep.equal(["bob"]);
+    });
+  });
+
   it("carries on after SCRIPT FLUSH", async () => {
     const redis = client();
     const rc = new Rollcall(redis);

@@ -250,7 +250,7 @@ describe("Rollcall", () => {
         { user: "bob", connections: 1, state: null },
       ]);
       const bob = roster.members[1]!;
-      expect(bob.typingSince).to.be.a("number").and.at.least(bob.joinedAt);
+      expect(bob.typedAt).to.be.a("number").and.at.least(bob.joinedAt);
     });
 
     it("lists at most rosterLimit members and counts them all", async () => {

@@ -3,7 +3,7 @@
 --
 -- KEYS[1] members  zset, score 0, member field: lexical index of each room's members
 -- KEYS[2] users    hash, field -> cmsgpack record {c = {conn = lastHeartbeatMs}, s = stateJson,
---                  t = typingSinceMs, j = joinedAtMs}
+--                  t = latest startTyping ms, j = joinedAtMs}
 -- KEYS[3] due      zset, field -> the moment something in the record next expires (ms)
 -- KEYS[4] seq      hash, room -> seq of the room's last event; field "" is the bucket's counter
 -- ARGV[1] presence window ms, ARGV[2] typing window ms, ARGV[3] key ttl ms (safety net),
@@ -65,10 +65,4 @@ end
 local function save(field, rec)
   rcall('HSET', usersKey, field, cmsgpack.pack(rec))
   rcall('ZADD', dueKey, deadline(rec), field)
-end
-
-local function refreshTtl()
-  rcall('PEXPIRE', membersKey, keyTtl)
-  rcall('PEXPIRE', usersKey, keyTtl)
-  rcall('PEXPIRE', dueKey, keyTtl)
 end
