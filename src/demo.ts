@@ -3,8 +3,9 @@
 // Uses REDIS_URL when set, otherwise a throwaway embedded redis-server.
 import { Redis } from "ioredis";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded.js";
-import { parseEvent, type PresenceEvent } from "./events.js";
+import type { PresenceEvent } from "./events.js";
 import { Rollcall } from "./rollcall.js";
+import { Subscriber } from "./subscriber.js";
 import { Sweeper } from "./sweeper.js";
 
 const ROOM = "design-review";
@@ -38,17 +39,15 @@ async function instance(url: string, name: string) {
   const rollcall = new Rollcall(redis, OPTIONS);
   const sweeper = new Sweeper(rollcall, { intervalMs: 250 });
   sweeper.on("failed", (error) => say(name, `sweep failed: ${error.message}`));
-  const subscriber = redis.duplicate();
-  subscriber.on("smessage", (_channel: string, message: string) =>
-    say(name, describe(parseEvent(message))),
-  );
-  await subscriber.ssubscribe(rollcall.channel(ROOM));
+  const subscriber = new Subscriber(rollcall);
+  subscriber.on("error", (error) => say(name, `subscriber: ${error.message}`));
+  await subscriber.subscribe(ROOM, (event) => say(name, describe(event)));
   sweeper.start();
   return {
     rollcall,
     async close() {
       await sweeper.stop();
-      subscriber.disconnect();
+      subscriber.close();
       redis.disconnect();
     },
   };
