@@ -1,5 +1,5 @@
 import { best, ceilingOf, headline, type Results } from "./report.js";
-import type { Variant } from "./heartbeat.js";
+import { ROUND_TRIP, VARIANTS, type LatencyResult } from "./heartbeat.js";
 
 const WIDTH = 820;
 const LABEL_WIDTH = 200;
@@ -7,17 +7,19 @@ const PLOT_WIDTH = 480;
 const BAR = 18;
 const GAP = 6;
 
-const COLOR: Record<Variant | "ceiling", string> = {
+const COLOR: Record<LatencyResult["variant"] | "ceiling", string> = {
   rollcall: "#2563eb",
   naive: "#ea580c",
   multi: "#a855f7",
+  [ROUND_TRIP]: "#9ca3af",
   ceiling: "#6b7280",
 };
 
-const NAME: Record<Variant, string> = {
+const NAME: Record<LatencyResult["variant"], string> = {
   rollcall: "rollcall",
   naive: "seed",
   multi: "seed MULTI/EXEC",
+  [ROUND_TRIP]: "one round trip (PING)",
 };
 
 interface Bar {
@@ -40,15 +42,37 @@ function text(x: number, y: number, content: string, attributes = ""): string {
   return `<text x="${x}" y="${y}" ${attributes}>${escape(content)}</text>`;
 }
 
-/** A titled panel of horizontal bars, in groups, on one linear scale; returns its SVG and height. */
-function panel(title: string, top: number, groups: Group[]): [string, number] {
-  const max = Math.max(...groups.flatMap((g) => g.bars.map((b) => b.value)));
+type Scale = "linear" | "log";
+
+/** Maps values to bar lengths; a log scale gets a labelled line at every power of ten. */
+function axis(values: number[], scale: Scale): { length: (v: number) => number; grid: number[] } {
+  const max = Math.max(...values);
+  if (scale === "linear") return { length: (v) => (v / max) * PLOT_WIDTH, grid: [] };
+  const lo = Math.floor(Math.log10(Math.max(1, Math.min(...values))));
+  const hi = Math.ceil(Math.log10(max));
+  const span = Math.max(1, hi - lo);
+  const grid = Array.from({ length: span + 1 }, (_, i) => 10 ** (lo + i));
+  return { length: (v) => ((Math.log10(Math.max(v, 1)) - lo) / span) * PLOT_WIDTH, grid };
+}
+
+/** A titled panel of horizontal bars, in groups; returns its SVG and its height. */
+function panel(title: string, top: number, groups: Group[], scale: Scale): [string, number] {
+  const { length, grid } = axis(
+    groups.flatMap((g) => g.bars.map((b) => b.value)),
+    scale,
+  );
   const parts = [text(20, top + 16, title, 'font-size="15" font-weight="bold"')];
   let y = top + 32;
+  for (const value of grid) {
+    parts.push(
+      text(LABEL_WIDTH + length(value), y - 4, `${value}`, 'text-anchor="middle" fill="#555"'),
+    );
+  }
+  const barsTop = y;
   for (const group of groups) {
     if (group.name) parts.push(text(20, y + BAR - 4, group.name, 'font-weight="bold"'));
     for (const bar of group.bars) {
-      const width = Math.max(1, (bar.value / max) * PLOT_WIDTH);
+      const width = Math.max(1, length(bar.value));
       parts.push(
         text(LABEL_WIDTH - 8, y + BAR - 5, bar.label, 'text-anchor="end"'),
         `<rect x="${LABEL_WIDTH}" y="${y}" width="${width.toFixed(1)}" height="${BAR}" fill="${bar.color}"/>`,
@@ -58,12 +82,17 @@ function panel(title: string, top: number, groups: Group[]): [string, number] {
     }
     y += GAP * 2;
   }
+  for (const value of grid) {
+    const x = (LABEL_WIDTH + length(value)).toFixed(1);
+    parts.push(
+      `<line x1="${x}" y1="${barsTop}" x2="${x}" y2="${y}" stroke="#999" stroke-dasharray="2,3"/>`,
+    );
+  }
   return [parts.join("\n"), y - top];
 }
 
 /** Throughput bars and latency percentiles, as plain SVG text. */
 export function chart(r: Results): string {
-  const variants: Variant[] = ["rollcall", "naive", "multi"];
   const ceiling = ceilingOf(r.ceiling);
   const [throughput, throughputHeight] = panel(
     "Heartbeats per second, best configuration (more is better)",
@@ -72,7 +101,7 @@ export function chart(r: Results): string {
       {
         name: "",
         bars: [
-          ...variants.map((v) => {
+          ...VARIANTS.map((v) => {
             const run = best(r.heartbeat.throughput, v);
             return {
               label: NAME[v],
@@ -90,6 +119,7 @@ export function chart(r: Results): string {
         ],
       },
     ],
+    "linear",
   );
   const percentiles = [
     ["p50", "p50"],
@@ -98,15 +128,16 @@ export function chart(r: Results): string {
     ["p99.9", "p999"],
   ] as const;
   const [latency, latencyHeight] = panel(
-    "Sequential heartbeat latency, µs (less is better)",
+    "Sequential heartbeat latency, µs, log scale (less is better)",
     50 + throughputHeight + 20,
     percentiles.map(([name, key]) => ({
       name,
-      bars: variants.map((v) => {
+      bars: [...VARIANTS, ROUND_TRIP].map((v) => {
         const us = r.heartbeat.latency.find((l) => l.variant === v)!.us[key];
         return { label: NAME[v], value: us, color: COLOR[v], text: `${us} µs` };
       }),
     })),
+    "log",
   );
   const height = 50 + throughputHeight + 20 + latencyHeight + 10;
   return [

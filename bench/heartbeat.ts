@@ -70,12 +70,15 @@ export async function populate(lab: Lab, population: readonly Member[]): Promise
   lab.release(client);
 }
 
-function steady(joined: boolean, variant: Variant): void {
+function steady(joined: boolean, variant: string): void {
   if (joined) throw new Error(`a measured ${variant} heartbeat joined: the population expired`);
 }
 
+/** A PING: one round trip that does nothing, the floor under any heartbeat. */
+export const ROUND_TRIP = "round trip" as const;
+
 export interface LatencyResult {
-  variant: Variant;
+  variant: Variant | typeof ROUND_TRIP;
   /** Microseconds, one sequential client, call to reply. */
   us: Percentiles;
 }
@@ -142,12 +145,18 @@ async function sequentialLatency(
   population: readonly Member[],
 ): Promise<LatencyResult[]> {
   const { samples, rounds, warmup } = profile.latency;
-  const runners = VARIANTS.map((variant) => ({
-    variant,
-    beat: BEATS[variant](lab.connect()),
-    h: histogram(),
-    next: 0,
-  }));
+  const ping = lab.connect();
+  const timed: { variant: LatencyResult["variant"]; beat: Beat }[] = [
+    ...VARIANTS.map((variant) => ({ variant, beat: BEATS[variant](lab.connect()) })),
+    {
+      variant: ROUND_TRIP,
+      beat: async () => {
+        await ping.ping();
+        return false;
+      },
+    },
+  ];
+  const runners = timed.map((runner) => ({ ...runner, h: histogram(), next: 0 }));
   for (const r of runners) {
     for (let i = 0; i < warmup; i++) await r.beat(population[i % population.length]!);
   }

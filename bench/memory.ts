@@ -13,6 +13,8 @@ export interface Footprint {
   /** used_memory after minus before on an otherwise empty Redis: also the keyspace's own
    * entries and the allocator's rounding. */
   usedMemory: number;
+  /** MEMORY USAGE by the last part of the key's name (`members`, `users`, … or `online`). */
+  byKind: Record<string, number>;
 }
 
 export interface MemoryRow {
@@ -62,16 +64,20 @@ async function footprint(
   await forEachInFlight(population, 64, beater(variant, client));
   const after = await usedMemory(lab);
   lab.release(client);
+  const n = population.length;
   let keys = 0;
   let bytes = 0;
+  const byKind: Record<string, number> = {};
   for await (const batch of lab.admin.scanStream({ count: 1_000 })) {
     for (const key of batch as string[]) {
+      const usage = (await lab.admin.memory("USAGE", key, "SAMPLES", 0)) ?? 0;
+      const kind = key.slice(key.lastIndexOf(":") + 1);
+      byKind[kind] = (byKind[kind] ?? 0) + usage / n;
       keys += 1;
-      bytes += (await lab.admin.memory("USAGE", key, "SAMPLES", 0)) ?? 0;
+      bytes += usage;
     }
   }
-  const n = population.length;
-  return { keys, memoryUsage: bytes / n, usedMemory: (after - before) / n };
+  return { keys, memoryUsage: bytes / n, usedMemory: (after - before) / n, byKind };
 }
 
 async function usedMemory(lab: Lab): Promise<number> {

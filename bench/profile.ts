@@ -23,6 +23,8 @@ export interface Profile {
     batches: (number | "default")[];
     /** Live rooms with nothing due: the first with every batch, the others at the default. */
     idleRooms: number[];
+    /** Timed passes per scenario; the median one is reported. */
+    passes: number;
   };
   leave: { connections: number; roomSize: number; intervalMs: number };
   memory: { connections: number; roomSizes: number[] };
@@ -32,7 +34,7 @@ export const FULL: Profile = {
   name: "full",
   population: { rooms: 1_000, usersPerRoom: 10 },
   latency: { samples: 20_000, rounds: 10, warmup: 500 },
-  throughput: { inFlight: [1, 8, 64], autoPipelining: [false, true], runMs: 1_500, repeats: 2 },
+  throughput: { inFlight: [1, 8, 64], autoPipelining: [false, true], runMs: 1_500, repeats: 3 },
   commands: { heartbeats: 2_000 },
   ceiling: {
     users: 10_000,
@@ -48,6 +50,7 @@ export const FULL: Profile = {
     roomSize: 5,
     batches: ["default", 10, 100, 1_000],
     idleRooms: [1_000, 100_000],
+    passes: 3,
   },
   leave: { connections: 2_000, roomSize: 5, intervalMs: 1_000 },
   memory: { connections: 20_000, roomSizes: [5, 20, 128, 1_000] },
@@ -67,7 +70,13 @@ export const SMOKE: Profile = {
     ],
   },
   fanout: { samples: 30, rooms: 5 },
-  sweep: { expirations: 300, roomSize: 5, batches: ["default", 10], idleRooms: [100, 2_000] },
+  sweep: {
+    expirations: 300,
+    roomSize: 5,
+    batches: ["default", 10],
+    idleRooms: [100, 2_000],
+    passes: 1,
+  },
   leave: { connections: 100, roomSize: 5, intervalMs: 250 },
   memory: { connections: 1_000, roomSizes: [5, 20, 128, 1_000] },
 };

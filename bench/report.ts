@@ -1,6 +1,13 @@
 import type { CeilingResults } from "./ceiling.js";
 import type { FanoutResult } from "./fanout.js";
-import type { HeartbeatResults, ThroughputRun, Variant } from "./heartbeat.js";
+import {
+  ROUND_TRIP,
+  VARIANTS,
+  type HeartbeatResults,
+  type LatencyResult,
+  type ThroughputRun,
+  type Variant,
+} from "./heartbeat.js";
 import type { MemoryRow } from "./memory.js";
 import type { Percentiles } from "./stats.js";
 import type { SweepResults } from "./sweep.js";
@@ -33,10 +40,11 @@ export interface Results {
   targets: Target[];
 }
 
-const LABEL: Record<Variant, string> = {
+const LABEL: Record<LatencyResult["variant"], string> = {
   rollcall: "rollcall (1 EVALSHA)",
   naive: "seed (ZSCORE, ZADD, EXPIRE)",
   multi: "seed in MULTI/EXEC",
+  [ROUND_TRIP]: "one round trip (PING), for scale",
 };
 
 function number(n: number, digits = 0): string {
@@ -72,7 +80,7 @@ export function targets(r: Omit<Results, "targets">): Target[] {
   const rollcall = best(r.heartbeat.throughput, "rollcall").opsPerSec;
   const naive = best(r.heartbeat.throughput, "naive").opsPerSec;
   const ceiling = ceilingOf(r.ceiling);
-  const sent = r.heartbeat.commands.filter((c) => c.variant === "rollcall").map((c) => c.sent);
+  const counts = r.heartbeat.commands.filter((c) => c.variant === "rollcall");
   return [
     {
       target: "sequential heartbeat p50 ≤ 0.4× the seed's",
@@ -91,8 +99,8 @@ export function targets(r: Omit<Results, "targets">): Target[] {
     },
     {
       target: "exactly 1.0 command per heartbeat",
-      measured: sent.map((s) => number(s, 3)).join(" and "),
-      met: sent.every((s) => s === 1),
+      measured: counts.map((c) => `${number(c.sent, 3)} (${c.mode})`).join(", "),
+      met: counts.every((c) => c.sent === 1),
     },
   ];
 }
@@ -143,6 +151,10 @@ function heartbeatSection(r: Results): string {
     "",
     "### Latency, one sequential client (µs, call to reply)",
     "",
+    "Each variant has its own connection; rounds alternate the variants so that drift on the " +
+      "host hits them alike. A PING on the same kind of connection shows what one round trip " +
+      "costs here, before any work.",
+    "",
     table(
       ["variant", ...PERCENTILES, "samples"],
       h.latency.map((l) => [LABEL[l.variant], ...percentileCells(l.us), number(l.us.count)]),
@@ -152,12 +164,7 @@ function heartbeatSection(r: Results): string {
     "",
     table(
       ["variant", ...configs.map(configName)],
-      [
-        ...(["rollcall", "naive", "multi"] as const).map((v) => [
-          LABEL[v],
-          ...configs.map((c) => number(runOf(v, c).opsPerSec)),
-        ]),
-      ],
+      [...VARIANTS.map((v) => [LABEL[v], ...configs.map((c) => number(runOf(v, c).opsPerSec))])],
     ),
     "",
     `Ceiling (redis-benchmark, below): **${number(ceiling)}** heartbeats/s.`,
@@ -170,18 +177,20 @@ function heartbeatSection(r: Results): string {
         "best run",
         "heartbeats/s",
         "redis-server CPU",
-        "bench (Node) CPU",
         "Redis CPU µs per heartbeat",
+        "bench (Node) CPU",
+        "Node CPU µs per heartbeat",
       ],
-      (["rollcall", "naive", "multi"] as const).map((v) => {
+      VARIANTS.map((v) => {
         const b = best(h.throughput, v);
         return [
           LABEL[v],
           configName(`${b.autoPipelining} ${b.inFlight}`),
           number(b.opsPerSec),
           percent(b.load.redisCpu),
-          percent(b.load.clientCpu),
           number((b.load.redisCpu * 1e6) / b.opsPerSec, 1),
+          percent(b.load.clientCpu),
+          number((b.load.clientCpu * 1e6) / b.opsPerSec, 1),
         ];
       }),
     ),
@@ -274,7 +283,10 @@ function sweepSection(r: Results): string {
     "",
     `Connections in rooms of ${s.roomSize} go silent under a 1 s presence window, among live ` +
       "idle rooms that have nothing due; one `Sweeper.sweepOnce()` pass then settles them all. " +
-      "Script call times are Redis's own (INFO latencystats).",
+      `Timed passes per scenario: ${s.runs[0]?.passes ?? 0}; the median pass is shown, with ` +
+      "the worst script call of all passes. Script call times are Redis's own (INFO " +
+      "latencystats); SLOWLOG at 0 µs would also log every command the script runs and doubled " +
+      "the sweep's cost when tried. *default* is the Sweeper's default batch.",
     "",
     table(
       [
@@ -297,7 +309,7 @@ function sweepSection(r: Results): string {
         number(run.expirationsPerSec),
         number(run.callUs.p50),
         number(run.callUs.p99),
-        number(run.callUs.max),
+        number(run.worstCallUs),
       ]),
     ),
     "",
@@ -317,6 +329,8 @@ function sweepSection(r: Results): string {
       ]),
     ),
     "",
+    idleRoomsVerdict(s),
+    "",
     `### Leave latency (ms): ${number(l.connections)} connections go silent, a Sweeper runs ` +
       `every ${number(l.sweepIntervalMs)} ms, window ${number(l.presenceWindowMs)} ms`,
     "",
@@ -326,7 +340,24 @@ function sweepSection(r: Results): string {
   ].join("\n");
 }
 
+/** The same expirations among few and many idle rooms: rollcall's cost must not grow. */
+function idleRoomsVerdict(s: SweepResults): string {
+  const few = s.runs.find((run) => run.batch === "default")!;
+  const many = s.runs.filter((run) => run.batch === "default").at(-1)!;
+  const seedFew = s.naive[0]!;
+  const seedMany = s.naive.at(-1)!;
+  const change = (from: number, to: number) =>
+    `${number(from)} → ${number(to)} (${ratio(to / from)})`;
+  return (
+    `Idle rooms ${number(few.idleRooms)} → ${number(many.idleRooms)}, at the default batch: ` +
+    `rollcall's expirations/s ${change(few.expirationsPerSec, many.expirationsPerSec)}, its ` +
+    `median call ${change(few.callUs.p50, many.callUs.p50)} µs; the seed's expirations/s ` +
+    `${change(seedFew.expirationsPerSec, seedMany.expirationsPerSec)}.`
+  );
+}
+
 function memorySection(r: Results): string {
+  const kinds = [...new Set(r.memory.flatMap((m) => Object.keys(m.rollcall.byKind)))].sort();
   return [
     "## Memory per online connection (bytes)",
     "",
@@ -354,6 +385,16 @@ function memorySection(r: Results): string {
         number(m.naive.memoryUsage),
         number(m.naive.usedMemory),
         number(m.naive.keys),
+      ]),
+    ),
+    "",
+    "rollcall's MEMORY USAGE per connection by key (every bucket's keys of one kind together):",
+    "",
+    table(
+      ["room size", ...kinds.map((k) => `${k}`)],
+      r.memory.map((m) => [
+        number(m.roomSize),
+        ...kinds.map((k) => number(m.rollcall.byKind[k] ?? 0)),
       ]),
     ),
   ].join("\n");

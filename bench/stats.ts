@@ -33,6 +33,14 @@ export function percentiles(h: Histogram): Percentiles {
   };
 }
 
+/** The middle item by some measure (the lower of the two middles for an even count). */
+export function median<T>(items: readonly T[], measure: (item: T) => number): T {
+  const sorted = [...items].sort((a, b) => measure(a) - measure(b));
+  const middle = sorted[Math.floor((sorted.length - 1) / 2)];
+  if (middle === undefined) throw new Error("median of nothing");
+  return middle;
+}
+
 /** Whole microseconds since a `performance.now()` reading. */
 export function micros(since: number): number {
   return Math.round((performance.now() - since) * 1000);
