@@ -86,6 +86,7 @@ export interface LatencyResult {
 export interface ThroughputRun {
   variant: Variant;
   inFlight: number;
+  connections: number;
   autoPipelining: boolean;
   opsPerSec: number;
   load: Load;
@@ -115,7 +116,7 @@ export interface HeartbeatResults {
 
 export function heartbeatSteps(p: Profile): number {
   const t = p.throughput;
-  return 1 + p.latency.rounds + t.repeats * t.autoPipelining.length * t.inFlight.length + 1;
+  return 1 + p.latency.rounds + t.repeats * t.autoPipelining.length * t.levels.length + 1;
 }
 
 export async function benchHeartbeat(
@@ -182,27 +183,31 @@ async function throughput(
   progress: Progress,
   population: readonly Member[],
 ): Promise<ThroughputRun[]> {
-  const { inFlight, autoPipelining, runMs, repeats } = profile.throughput;
+  const { levels, autoPipelining, runMs, repeats } = profile.throughput;
   const runs: ThroughputRun[] = [];
   for (let repeat = 0; repeat < repeats; repeat++) {
     for (const pipelined of autoPipelining) {
-      for (const n of inFlight) {
-        const label = `heartbeat: throughput, ${n} in flight${pipelined ? ", auto-pipelined" : ""}`;
+      for (const { inFlight, connections } of levels) {
+        const label = `heartbeat: throughput, ${describe({ inFlight, connections, autoPipelining: pipelined })}`;
         await progress.step(label, async () => {
           for (const variant of VARIANTS) {
-            const client = lab.connect({ enableAutoPipelining: pipelined });
-            const beat = BEATS[variant](client);
+            const clients = Array.from({ length: connections }, () =>
+              lab.connect({ enableAutoPipelining: pipelined }),
+            );
+            const beats = clients.map((client) => BEATS[variant](client));
             // The first call on a connection sends the script source; it is not the steady state.
-            await beat(population[0]!);
+            await Promise.all(beats.map((beat) => beat(population[0]!)));
             const [ops, load] = await underLoad(lab.admin, () =>
-              keepBusy(n, runMs, async (i) => {
+              keepBusy(inFlight, runMs, async (i) => {
+                const beat = beats[i % connections]!;
                 steady(await beat(population[i % population.length]!), variant);
               }),
             );
-            lab.release(client);
+            for (const client of clients) lab.release(client);
             runs.push({
               variant,
-              inFlight: n,
+              inFlight,
+              connections,
               autoPipelining: pipelined,
               opsPerSec: ops / load.seconds,
               load,
@@ -213,6 +218,12 @@ async function throughput(
     }
   }
   return runs;
+}
+
+/** How a throughput run drove Redis, in words. */
+export function describe(run: Pick<ThroughputRun, "inFlight" | "connections" | "autoPipelining">) {
+  const spread = run.connections > 1 ? ` on ${run.connections} connections` : "";
+  return `${run.inFlight} in flight${spread}${run.autoPipelining ? ", auto-pipelined" : ""}`;
 }
 
 const SCRIPT_COMMANDS = new Set(["eval", "evalsha", "eval_ro", "evalsha_ro", "fcall", "fcall_ro"]);

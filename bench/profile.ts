@@ -6,7 +6,8 @@ export interface Profile {
   /** Sequential heartbeats per variant, taken in rounds that alternate the variants. */
   latency: { samples: number; rounds: number; warmup: number };
   throughput: {
-    inFlight: number[];
+    /** Heartbeats kept in flight, spread over this many connections (instances). */
+    levels: { inFlight: number; connections: number }[];
     autoPipelining: boolean[];
     runMs: number;
     /** Each configuration runs this many times; the best run counts (noise only slows). */
@@ -34,7 +35,17 @@ export const FULL: Profile = {
   name: "full",
   population: { rooms: 1_000, usersPerRoom: 10 },
   latency: { samples: 20_000, rounds: 10, warmup: 500 },
-  throughput: { inFlight: [1, 8, 64], autoPipelining: [false, true], runMs: 1_500, repeats: 3 },
+  throughput: {
+    levels: [
+      { inFlight: 1, connections: 1 },
+      { inFlight: 8, connections: 1 },
+      { inFlight: 64, connections: 1 },
+      { inFlight: 256, connections: 4 },
+    ],
+    autoPipelining: [false, true],
+    runMs: 1_500,
+    repeats: 3,
+  },
   commands: { heartbeats: 2_000 },
   ceiling: {
     users: 10_000,
@@ -60,7 +71,17 @@ export const SMOKE: Profile = {
   name: "smoke",
   population: { rooms: 50, usersPerRoom: 10 },
   latency: { samples: 300, rounds: 3, warmup: 20 },
-  throughput: { inFlight: [1, 8, 64], autoPipelining: [false, true], runMs: 100, repeats: 1 },
+  throughput: {
+    levels: [
+      { inFlight: 1, connections: 1 },
+      { inFlight: 8, connections: 1 },
+      { inFlight: 64, connections: 1 },
+      { inFlight: 256, connections: 4 },
+    ],
+    autoPipelining: [false, true],
+    runMs: 100,
+    repeats: 1,
+  },
   commands: { heartbeats: 100 },
   ceiling: {
     users: 100,

@@ -1,6 +1,7 @@
 import type { CeilingResults } from "./ceiling.js";
 import type { FanoutResult } from "./fanout.js";
 import {
+  describe,
   ROUND_TRIP,
   VARIANTS,
   type HeartbeatResults,
@@ -132,15 +133,11 @@ export function headline(r: Results): string {
 function heartbeatSection(r: Results): string {
   const h = r.heartbeat;
   const { rooms, usersPerRoom } = h.population;
-  const configs = [...new Set(h.throughput.map((t) => `${t.autoPipelining} ${t.inFlight}`))];
+  const configs = [...new Set(h.throughput.map(describe))];
   const runOf = (variant: Variant, config: string) =>
     h.throughput
-      .filter((t) => t.variant === variant && `${t.autoPipelining} ${t.inFlight}` === config)
+      .filter((t) => t.variant === variant && describe(t) === config)
       .reduce((a, b) => (b.opsPerSec > a.opsPerSec ? b : a));
-  const configName = (config: string) => {
-    const [pipelined, inFlight] = config.split(" ");
-    return `${inFlight} in flight${pipelined === "true" ? ", auto-pipelined" : ""}`;
-  };
   const ceiling = ceilingOf(r.ceiling);
   return [
     "## Heartbeat",
@@ -163,8 +160,12 @@ function heartbeatSection(r: Results): string {
     "### Throughput (heartbeats/s, best of the repeats)",
     "",
     table(
-      ["variant", ...configs.map(configName)],
-      [...VARIANTS.map((v) => [LABEL[v], ...configs.map((c) => number(runOf(v, c).opsPerSec))])],
+      ["driven with", ...VARIANTS.map((v) => LABEL[v]), "rollcall ÷ seed"],
+      configs.map((c) => [
+        c,
+        ...VARIANTS.map((v) => number(runOf(v, c).opsPerSec)),
+        ratio(runOf("rollcall", c).opsPerSec / runOf("naive", c).opsPerSec),
+      ]),
     ),
     "",
     `Ceiling (redis-benchmark, below): **${number(ceiling)}** heartbeats/s.`,
@@ -185,7 +186,7 @@ function heartbeatSection(r: Results): string {
         const b = best(h.throughput, v);
         return [
           LABEL[v],
-          configName(`${b.autoPipelining} ${b.inFlight}`),
+          describe(b),
           number(b.opsPerSec),
           percent(b.load.redisCpu),
           number((b.load.redisCpu * 1e6) / b.opsPerSec, 1),
