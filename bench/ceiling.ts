@@ -2,18 +2,19 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { Rollcall } from "../src/rollcall.js";
 import { forEachInFlight } from "./drive.js";
-import { members, STEADY } from "./heartbeat.js";
+import { members, STEADY } from "./population.js";
 import type { Lab } from "./lab.js";
-import type { Profile } from "./profile.js";
-import type { Progress } from "./progress.js";
 import { commandStats, commandsBetween, underLoad, type Load } from "./stats.js";
 
 const run = promisify(execFile);
 
-export interface CeilingRun {
+export interface CeilingConfig {
   clients: number;
   pipeline: number;
   requests: number;
+}
+
+export interface CeilingRun extends CeilingConfig {
   opsPerSec: number;
   p50Ms: number;
   p99Ms: number;
@@ -24,54 +25,46 @@ export interface CeilingResults {
   redisBenchmark: string;
   /** The command redis-benchmark sent, as captured from a real heartbeat. */
   command: string[];
+  /** Every run, each configuration once per throughput repeat. */
   runs: CeilingRun[];
 }
 
 /** redis-benchmark expands this in an argument to a 12-digit number below -r. */
 const RANDOM = "__rand_int__";
-const ROOM = "ceiling";
-
-export function ceilingSteps(p: Profile): number {
-  return 1 + p.ceiling.runs.length;
-}
 
 /**
  * What one Redis core can do: redis-benchmark, a C client with pipelining, sends rollcall's own
  * heartbeat script with the exact KEYS and ARGV a real heartbeat sends, each call refreshing one
  * of `users` present users picked at random.
  */
-export async function benchCeiling(
-  lab: Lab,
-  profile: Profile,
-  progress: Progress,
-): Promise<CeilingResults> {
-  const { users, runs } = profile.ceiling;
-  await lab.flush();
-  const command = await progress.step("ceiling: capture the heartbeat command", async () => {
-    const present = members(1, users, ROOM).map((m, i) => ({ ...m, user: userId(i) }));
+export class Ceiling {
+  private constructor(
+    private readonly lab: Lab,
+    private readonly users: number,
+    readonly command: string[],
+    readonly version: string,
+  ) {}
+
+  /** Makes the users present in a room of their own and captures a heartbeat's command. */
+  static async prepare(lab: Lab, users: number): Promise<Ceiling> {
+    const present = members(1, users, "ceiling").map((m, i) => ({ ...m, user: userId(i) }));
     const client = lab.connect({ enableAutoPipelining: true });
     const rollcall = new Rollcall(client, STEADY);
     await forEachInFlight(present, 64, (m) => rollcall.heartbeat(m.room, m.user, m.connection));
-    const sent = await captureHeartbeat(lab, rollcall, present[0]!);
+    const command = await captureHeartbeat(lab, rollcall, present[0]!);
     lab.release(client);
-    return sent;
-  });
-  const { stdout: version } = await run("redis-benchmark", ["--version"]);
-  const results: CeilingRun[] = [];
-  for (const { clients, pipeline, requests } of runs) {
-    const label = `ceiling: redis-benchmark -c ${clients} -P ${pipeline}`;
-    const args = ["-u", lab.url, "-c", `${clients}`, "-P", `${pipeline}`, "-n", `${requests}`];
-    args.push("-r", `${users}`, "--csv", "-q", ...command);
-    results.push(
-      await progress.step(label, async () => {
-        const before = await commandStats(lab.admin);
-        const [{ stdout }, load] = await underLoad(lab.admin, () => run("redis-benchmark", args));
-        checkAllRan(commandsBetween(before, await commandStats(lab.admin)), requests);
-        return { clients, pipeline, requests, ...parseCsv(stdout), load };
-      }),
-    );
+    const { stdout: version } = await run("redis-benchmark", ["--version"]);
+    return new Ceiling(lab, users, command, version.trim());
   }
-  return { redisBenchmark: version.trim(), command, runs: results };
+
+  async run({ clients, pipeline, requests }: CeilingConfig): Promise<CeilingRun> {
+    const args = ["-u", this.lab.url, "-c", `${clients}`, "-P", `${pipeline}`, "-n", `${requests}`];
+    args.push("-r", `${this.users}`, "--csv", "-q", ...this.command);
+    const before = await commandStats(this.lab.admin);
+    const [{ stdout }, load] = await underLoad(this.lab.admin, () => run("redis-benchmark", args));
+    checkAllRan(commandsBetween(before, await commandStats(this.lab.admin)), requests);
+    return { clients, pipeline, requests, ...parseCsv(stdout), load };
+  }
 }
 
 function userId(i: number): string {

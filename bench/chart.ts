@@ -93,7 +93,7 @@ function panel(title: string, top: number, groups: Group[], scale: Scale): [stri
 
 /** Throughput bars and latency percentiles, as plain SVG text. */
 export function chart(r: Results): string {
-  const ceiling = ceilingOf(r.ceiling);
+  const ceiling = ceilingOf(r.heartbeat.ceiling);
   const [throughput, throughputHeight] = panel(
     "Heartbeats per second, best configuration (more is better)",
     50,

@@ -1,5 +1,6 @@
 import { parseEvent, Rollcall } from "../src/rollcall.js";
-import { members, populate, STEADY } from "./heartbeat.js";
+import { populate } from "./heartbeat.js";
+import { members, STEADY } from "./population.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker, type NaiveEvent } from "./naive.js";
 import type { Profile } from "./profile.js";

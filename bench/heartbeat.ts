@@ -1,8 +1,10 @@
 import type { Redis } from "ioredis";
-import { Rollcall, type RollcallOptions } from "../src/rollcall.js";
+import { Rollcall } from "../src/rollcall.js";
+import { Ceiling, type CeilingResults, type CeilingRun } from "./ceiling.js";
 import { forEachInFlight, keepBusy } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker } from "./naive.js";
+import { members, STEADY, type Member } from "./population.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import {
@@ -15,16 +17,6 @@ import {
   type Load,
   type Percentiles,
 } from "./stats.js";
-
-/** One connection of one user in one room. */
-export interface Member {
-  room: string;
-  user: string;
-  connection: string;
-}
-
-/** Long enough that nobody expires while the section runs: every heartbeat is a refresh. */
-export const STEADY: RollcallOptions = { presenceWindowMs: 600_000 };
 
 export const VARIANTS = ["rollcall", "naive", "multi"] as const;
 export type Variant = (typeof VARIANTS)[number];
@@ -46,14 +38,6 @@ const BEATS: Record<Variant, (redis: Redis) => Beat> = {
     return (m) => tracker.heartbeatInTransaction(m.room, m.user);
   },
 };
-
-export function members(rooms: number, usersPerRoom: number, name = "room"): Member[] {
-  return Array.from({ length: rooms * usersPerRoom }, (_, i) => ({
-    room: `${name}-${Math.floor(i / usersPerRoom)}`,
-    user: `user-${i % usersPerRoom}`,
-    connection: "conn-1",
-  }));
-}
 
 /** A heartbeat of one variant, on the given connection. */
 export function beater(variant: Variant, redis: Redis): Beat {
@@ -111,12 +95,14 @@ export interface HeartbeatResults {
   population: { rooms: number; usersPerRoom: number };
   latency: LatencyResult[];
   throughput: ThroughputRun[];
+  ceiling: CeilingResults;
   commands: CommandCount[];
 }
 
 export function heartbeatSteps(p: Profile): number {
   const t = p.throughput;
-  return 1 + p.latency.rounds + t.repeats * t.autoPipelining.length * t.levels.length + 1;
+  const throughputSteps = t.repeats * (t.autoPipelining.length * t.levels.length + 1);
+  return 2 + p.latency.rounds + throughputSteps + 1;
 }
 
 export async function benchHeartbeat(
@@ -128,10 +114,22 @@ export async function benchHeartbeat(
   const population = members(rooms, usersPerRoom);
   await lab.flush();
   await progress.step("heartbeat: population", () => populate(lab, population));
+  const ceiling = await progress.step("heartbeat: ceiling users and command", () =>
+    Ceiling.prepare(lab, profile.ceiling.users),
+  );
+  const latency = await sequentialLatency(lab, profile, progress, population);
+  const [throughputRuns, ceilingRuns] = await throughput(
+    lab,
+    profile,
+    progress,
+    population,
+    ceiling,
+  );
   return {
     population: profile.population,
-    latency: await sequentialLatency(lab, profile, progress, population),
-    throughput: await throughput(lab, profile, progress, population),
+    latency,
+    throughput: throughputRuns,
+    ceiling: { redisBenchmark: ceiling.version, command: ceiling.command, runs: ceilingRuns },
     commands: await progress.step("heartbeat: commands per heartbeat", () =>
       commandsPerHeartbeat(lab, profile, population),
     ),
@@ -177,14 +175,20 @@ async function sequentialLatency(
   return runners.map((r) => ({ variant: r.variant, us: percentiles(r.h) }));
 }
 
+/**
+ * Every configuration and variant in turn, then the ceiling, and again for each repeat: the
+ * host's load drifts, so what is compared is measured close together.
+ */
 async function throughput(
   lab: Lab,
   profile: Profile,
   progress: Progress,
   population: readonly Member[],
-): Promise<ThroughputRun[]> {
+  ceiling: Ceiling,
+): Promise<[ThroughputRun[], CeilingRun[]]> {
   const { levels, autoPipelining, runMs, repeats } = profile.throughput;
   const runs: ThroughputRun[] = [];
+  const ceilingRuns: CeilingRun[] = [];
   for (let repeat = 0; repeat < repeats; repeat++) {
     for (const pipelined of autoPipelining) {
       for (const { inFlight, connections } of levels) {
@@ -216,8 +220,11 @@ async function throughput(
         });
       }
     }
+    await progress.step("heartbeat: ceiling, redis-benchmark", async () => {
+      for (const config of profile.ceiling.runs) ceilingRuns.push(await ceiling.run(config));
+    });
   }
-  return runs;
+  return [runs, ceilingRuns];
 }
 
 /** How a throughput run drove Redis, in words. */

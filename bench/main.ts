@@ -2,7 +2,6 @@ import { mkdir, writeFile } from "node:fs/promises";
 import { availableParallelism, cpus, platform } from "node:os";
 import { parseArgs } from "node:util";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
-import { benchCeiling, ceilingSteps } from "./ceiling.js";
 import { chart } from "./chart.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
 import { benchHeartbeat, heartbeatSteps } from "./heartbeat.js";
@@ -39,18 +38,13 @@ function options(): { profile: Profile; redisUrl: string | undefined } {
 
 async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Results> {
   const progress = new Progress(
-    heartbeatSteps(profile) +
-      ceilingSteps(profile) +
-      fanoutSteps() +
-      sweepSteps(profile) +
-      memorySteps(profile),
+    heartbeatSteps(profile) + fanoutSteps() + sweepSteps(profile) + memorySteps(profile),
   );
   const started = performance.now();
   try {
     await lab.checkEmpty();
     const server = await info(lab.admin, "server");
     const heartbeat = await benchHeartbeat(lab, profile, progress);
-    const ceiling = await benchCeiling(lab, profile, progress);
     const fanout = await benchFanout(lab, profile, progress);
     const sweep = await benchSweep(lab, profile, progress);
     const memory = await benchMemory(lab, profile, progress);
@@ -66,7 +60,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       platform: platform(),
       seconds: Math.round((performance.now() - started) / 1000),
     };
-    const partial = { meta, heartbeat, ceiling, fanout, sweep, memory };
+    const partial = { meta, heartbeat, fanout, sweep, memory };
     return { ...partial, targets: targets(partial) };
   } finally {
     progress.stop();

@@ -1,5 +1,6 @@
 import { forEachInFlight } from "./drive.js";
-import { beater, members, type Member } from "./heartbeat.js";
+import { beater } from "./heartbeat.js";
+import { members, type Member } from "./population.js";
 import type { Lab } from "./lab.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";

@@ -1,3 +1,5 @@
+import type { CeilingConfig } from "./ceiling.js";
+
 /** How much of everything to run: `full` for the committed results, `smoke` to prove it runs. */
 export interface Profile {
   name: "full" | "smoke";
@@ -14,8 +16,9 @@ export interface Profile {
     repeats: number;
   };
   commands: { heartbeats: number };
-  /** redis-benchmark runs of the heartbeat script over `users` present users. */
-  ceiling: { users: number; runs: { clients: number; pipeline: number; requests: number }[] };
+  /** redis-benchmark runs of the heartbeat script over `users` present users, after each
+   * throughput repeat. */
+  ceiling: { users: number; runs: CeilingConfig[] };
   fanout: { samples: number; rooms: number };
   sweep: {
     expirations: number;
@@ -50,9 +53,9 @@ export const FULL: Profile = {
   ceiling: {
     users: 10_000,
     runs: [
-      { clients: 1, pipeline: 1, requests: 20_000 },
-      { clients: 50, pipeline: 1, requests: 100_000 },
-      { clients: 50, pipeline: 16, requests: 400_000 },
+      { clients: 1, pipeline: 1, requests: 10_000 },
+      { clients: 50, pipeline: 1, requests: 50_000 },
+      { clients: 50, pipeline: 16, requests: 200_000 },
     ],
   },
   fanout: { samples: 2_000, rooms: 20 },

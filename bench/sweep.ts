@@ -1,3 +1,4 @@
+import type { Redis } from "ioredis";
 import {
   parseEvent,
   Rollcall,
@@ -6,7 +7,7 @@ import {
   type RollcallOptions,
 } from "../src/rollcall.js";
 import { forEachInFlight, sleep } from "./drive.js";
-import { members, type Member } from "./heartbeat.js";
+import { members, type Member } from "./population.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker } from "./naive.js";
 import type { Profile } from "./profile.js";
@@ -75,7 +76,12 @@ export interface SweepResults {
   leave: LeaveLatency;
 }
 
-function scenarios(p: Profile): { batch: Batch; idleRooms: number }[] {
+interface Scenario {
+  batch: Batch;
+  idleRooms: number;
+}
+
+function scenarios(p: Profile): Scenario[] {
   const [fewIdle, ...moreIdle] = p.sweep.idleRooms;
   return [
     ...p.sweep.batches.map((batch) => ({ batch, idleRooms: fewIdle! })),
@@ -84,120 +90,181 @@ function scenarios(p: Profile): { batch: Batch; idleRooms: number }[] {
 }
 
 export function sweepSteps(p: Profile): number {
-  return scenarios(p).length + p.sweep.idleRooms.length + 1;
+  return scenarios(p).length + p.sweep.idleRooms.length + p.sweep.passes + 1;
 }
 
+/** A rollcall deployment of its own (its own key prefix) for one scenario. */
+interface RollcallSweep extends Scenario {
+  gone: Member[];
+  rollcall: Rollcall;
+  sweeper: Sweeper;
+  timed: { pass: PassStats; callUs: ServerLatency }[];
+}
+
+/** The seed's keys for one scenario, its conversations named apart from the others'. */
+interface NaiveSweep {
+  idleRooms: number;
+  gone: Member[];
+  conversations: string[];
+  timed: { durationMs: number; commands: number }[];
+}
+
+/**
+ * Every scenario lives side by side in the same Redis, rollcall's as separate deployments and the
+ * seed's under separate conversation names. Each pass makes N connections of every scenario go
+ * silent, waits out the window once, and sweeps the scenarios one after the other: all meet the
+ * same load on the host, which drifts.
+ */
 export async function benchSweep(
   lab: Lab,
   profile: Profile,
   progress: Progress,
 ): Promise<SweepResults> {
-  const runs: SweepRun[] = [];
-  for (const scenario of scenarios(profile)) {
-    const label = `sweep: batch ${scenario.batch}, ${scenario.idleRooms} idle rooms`;
-    runs.push(await progress.step(label, () => sweepRun(lab, profile, scenario)));
-  }
-  const naive: NaiveSweepRun[] = [];
-  for (const idleRooms of profile.sweep.idleRooms) {
-    const label = `sweep: naive cleanup_stale, ${idleRooms} idle rooms`;
-    naive.push(await progress.step(label, () => naiveSweep(lab, profile, idleRooms)));
-  }
-  const leave = await progress.step("sweep: leave latency", () => leaveLatency(lab, profile));
-  return { roomSize: profile.sweep.roomSize, runs, naive, leave };
-}
-
-function expiring(connections: number, roomSize: number): Member[] {
-  return members(Math.ceil(connections / roomSize), roomSize, "busy").slice(0, connections);
-}
-
-/** N connections expire among live idle rooms; a Sweeper pass settles them, timed, and again. */
-async function sweepRun(
-  lab: Lab,
-  profile: Profile,
-  { batch, idleRooms }: { batch: Batch; idleRooms: number },
-): Promise<SweepRun> {
   const { expirations, roomSize, passes } = profile.sweep;
   await lab.flush();
   const writer = lab.connect({ enableAutoPipelining: true });
-  const idle = new Rollcall(writer, IDLE);
-  await forEachInFlight(rooms("idle", idleRooms), 64, (room) => idle.heartbeat(room, "u", "c"));
-  const sweeper = new Sweeper(
-    new Rollcall(lab.connect(), EXPIRING),
-    batch === "default" ? {} : { batch },
-  );
-  // Nothing is due yet: this loads the script on the sweeper's connection, so the timed passes
-  // run EVALSHA only.
-  await sweeper.sweepOnce();
-  const rollcall = new Rollcall(writer, EXPIRING);
-  const gone = expiring(expirations, roomSize);
-  const timed: { pass: PassStats; callUs: ServerLatency }[] = [];
-  for (let i = 0; i < passes; i++) {
-    await forEachInFlight(gone, 64, (m) => rollcall.heartbeat(m.room, m.user, m.connection));
-    await sleep(EXPIRING.presenceWindowMs! + MARGIN_MS);
-    const [pass, callUs] = await serverLatency(lab.admin, "evalsha", () => sweeper.sweepOnce());
-    if (pass.connections !== expirations || pass.leaves !== expirations) {
-      throw new Error(`sweep settled ${JSON.stringify(pass)}, expected ${expirations} leaves`);
-    }
-    timed.push({ pass, callUs });
+  const rollcallSweeps: RollcallSweep[] = [];
+  for (const [i, scenario] of scenarios(profile).entries()) {
+    const label = `sweep: rollcall, batch ${scenario.batch}, ${scenario.idleRooms} idle rooms`;
+    rollcallSweeps.push(
+      await progress.step(label, () => deploy(lab, writer, `sweep${i}`, scenario, profile)),
+    );
+  }
+  // Heartbeats scored by this process's clock, as the seed does; the key TTL (3 windows) is long
+  // so that no key vanishes while the set-up runs. The sweeper's window decides who is stale.
+  const heartbeats = new NaiveTracker(writer, 3_600);
+  const naiveSweeps: NaiveSweep[] = [];
+  for (const [i, idleRooms] of profile.sweep.idleRooms.entries()) {
+    naiveSweeps.push(
+      await progress.step(`sweep: seed, ${idleRooms} idle rooms`, async () => {
+        const gone = expiring(`seed${i}-busy`, expirations, roomSize);
+        const idle = rooms(`seed${i}-idle`, idleRooms);
+        await liveNaiveRooms(heartbeats, idle);
+        const conversations = [...new Set(gone.map((m) => m.room)), ...idle];
+        return { idleRooms, gone, conversations, timed: [] };
+      }),
+    );
+  }
+  const naiveSweeper = new NaiveTracker(lab.connect(), EXPIRING.presenceWindowMs! / 1000);
+  for (let pass = 0; pass < passes; pass++) {
+    await progress.step(`sweep: pass ${pass + 1}/${passes}`, async () => {
+      for (const s of rollcallSweeps) {
+        await forEachInFlight(s.gone, 64, (m) =>
+          s.rollcall.heartbeat(m.room, m.user, m.connection),
+        );
+      }
+      for (const s of naiveSweeps) {
+        await forEachInFlight(s.gone, 64, (m) => heartbeats.heartbeat(m.room, m.user));
+      }
+      await sleep(EXPIRING.presenceWindowMs! + MARGIN_MS);
+      for (const s of rollcallSweeps) s.timed.push(await timedSweep(lab, s.sweeper, expirations));
+      for (const s of naiveSweeps) {
+        s.timed.push(await timedNaiveSweep(lab, naiveSweeper, s.conversations, expirations));
+      }
+    });
   }
   lab.release(writer);
-  const { pass, callUs } = median(timed, (t) => t.pass.durationMs);
+  const leave = await progress.step("sweep: leave latency", () => leaveLatency(lab, profile));
   return {
-    batch,
-    idleRooms,
-    expirations,
-    passes,
-    calls: pass.calls,
-    durationMs: pass.durationMs,
-    expirationsPerSec: expirations / (pass.durationMs / 1000),
-    callUs,
-    worstCallUs: Math.max(...timed.map((t) => t.callUs.max)),
+    roomSize,
+    runs: rollcallSweeps.map((s) => summary(s, expirations)),
+    naive: naiveSweeps.map((s) => naiveSummary(s, expirations)),
+    leave,
   };
+}
+
+function expiring(name: string, connections: number, roomSize: number): Member[] {
+  return members(Math.ceil(connections / roomSize), roomSize, name).slice(0, connections);
 }
 
 function rooms(name: string, count: number): string[] {
   return Array.from({ length: count }, (_, i) => `${name}-${i}`);
 }
 
-/**
- * The seed's sweep over the same expirations and idle rooms: cleanup_stale, then the leaves, for
- * every conversation the caller knows of, since the seed cannot find the ones with zombies.
- */
-async function naiveSweep(lab: Lab, profile: Profile, idleRooms: number): Promise<NaiveSweepRun> {
-  const { expirations, roomSize, passes } = profile.sweep;
-  await lab.flush();
-  const writer = lab.connect({ enableAutoPipelining: true });
-  // Heartbeats scored by this process's clock, as the seed does; the key TTL (3 windows) is long
-  // so that no key vanishes while the set-up runs. The sweeper's window decides who is stale.
-  const heartbeats = new NaiveTracker(writer, 3_600);
-  const gone = expiring(expirations, roomSize);
-  const idle = rooms("idle", idleRooms);
-  await liveNaiveRooms(heartbeats, idle);
-  const sweeper = new NaiveTracker(lab.connect(), EXPIRING.presenceWindowMs! / 1000);
-  const conversations = [...new Set(gone.map((m) => m.room)), ...idle];
-  const timed: { durationMs: number; commands: number }[] = [];
-  for (let i = 0; i < passes; i++) {
-    await forEachInFlight(gone, 64, (m) => heartbeats.heartbeat(m.room, m.user));
-    await sleep(EXPIRING.presenceWindowMs! + MARGIN_MS);
-    let removed = 0;
-    const before = await commandStats(lab.admin);
-    const started = performance.now();
-    await forEachInFlight(conversations, NAIVE_IN_FLIGHT, async (conversation) => {
-      const stale = await sweeper.sweep(conversation);
-      removed += stale;
-    });
-    const durationMs = performance.now() - started;
-    const ran = commandsBetween(before, await commandStats(lab.admin));
-    if (removed !== expirations)
-      throw new Error(`naive sweep removed ${removed} of ${expirations}`);
-    timed.push({ durationMs, commands: [...ran.values()].reduce((sum, c) => sum + c.calls, 0) });
-  }
-  lab.release(writer);
-  const { durationMs, commands } = median(timed, (t) => t.durationMs);
+/** Idle live rooms, and a Sweeper on its own connection, in a deployment of their own. */
+async function deploy(
+  lab: Lab,
+  writer: Redis,
+  prefix: string,
+  scenario: Scenario,
+  profile: Profile,
+): Promise<RollcallSweep> {
+  const idle = new Rollcall(writer, { ...IDLE, prefix });
+  const idleRooms = rooms("idle", scenario.idleRooms);
+  await forEachInFlight(idleRooms, 64, (room) => idle.heartbeat(room, "u", "c"));
+  const { batch } = scenario;
+  const sweeper = new Sweeper(
+    new Rollcall(lab.connect(), { ...EXPIRING, prefix }),
+    batch === "default" ? {} : { batch },
+  );
+  // Nothing is due yet: this loads the script on the sweeper's connection, so the timed passes
+  // run EVALSHA only.
+  await sweeper.sweepOnce();
   return {
-    idleRooms,
+    ...scenario,
+    gone: expiring("busy", profile.sweep.expirations, profile.sweep.roomSize),
+    rollcall: new Rollcall(writer, { ...EXPIRING, prefix }),
+    sweeper,
+    timed: [],
+  };
+}
+
+async function timedSweep(
+  lab: Lab,
+  sweeper: Sweeper,
+  expirations: number,
+): Promise<{ pass: PassStats; callUs: ServerLatency }> {
+  const [pass, callUs] = await serverLatency(lab.admin, "evalsha", () => sweeper.sweepOnce());
+  if (pass.connections !== expirations || pass.leaves !== expirations) {
+    throw new Error(`sweep settled ${JSON.stringify(pass)}, expected ${expirations} leaves`);
+  }
+  return { pass, callUs };
+}
+
+/**
+ * The seed's sweep: cleanup_stale, then the leaves, for every conversation the caller knows of,
+ * since the seed cannot find the ones with zombies.
+ */
+async function timedNaiveSweep(
+  lab: Lab,
+  tracker: NaiveTracker,
+  conversations: string[],
+  expirations: number,
+): Promise<{ durationMs: number; commands: number }> {
+  let removed = 0;
+  const before = await commandStats(lab.admin);
+  const started = performance.now();
+  await forEachInFlight(conversations, NAIVE_IN_FLIGHT, async (conversation) => {
+    const stale = await tracker.sweep(conversation);
+    removed += stale;
+  });
+  const durationMs = performance.now() - started;
+  const ran = commandsBetween(before, await commandStats(lab.admin));
+  if (removed !== expirations) throw new Error(`seed's sweep removed ${removed} of ${expirations}`);
+  return { durationMs, commands: [...ran.values()].reduce((sum, c) => sum + c.calls, 0) };
+}
+
+function summary(s: RollcallSweep, expirations: number): SweepRun {
+  const { pass, callUs } = median(s.timed, (t) => t.pass.durationMs);
+  return {
+    batch: s.batch,
+    idleRooms: s.idleRooms,
     expirations,
-    conversations: conversations.length,
+    passes: s.timed.length,
+    calls: pass.calls,
+    durationMs: pass.durationMs,
+    expirationsPerSec: expirations / (pass.durationMs / 1000),
+    callUs,
+    worstCallUs: Math.max(...s.timed.map((t) => t.callUs.max)),
+  };
+}
+
+function naiveSummary(s: NaiveSweep, expirations: number): NaiveSweepRun {
+  const { durationMs, commands } = median(s.timed, (t) => t.durationMs);
+  return {
+    idleRooms: s.idleRooms,
+    expirations,
+    conversations: s.conversations.length,
     commands,
     durationMs,
     expirationsPerSec: expirations / (durationMs / 1000),
@@ -225,7 +292,7 @@ async function leaveLatency(lab: Lab, profile: Profile): Promise<LeaveLatency> {
   const { connections, roomSize, intervalMs } = profile.leave;
   const windowMs = EXPIRING.presenceWindowMs!;
   await lab.flush();
-  const quiet = expiring(connections, roomSize);
+  const quiet = expiring("quiet", connections, roomSize);
   const rollcall = new Rollcall(lab.connect({ enableAutoPipelining: true }), EXPIRING);
   const lastBeat = new Map<string, number>();
   const h = histogram();
