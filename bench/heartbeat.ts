@@ -247,11 +247,11 @@ async function commandsPerHeartbeat(
 ): Promise<CommandCount[]> {
   const heartbeats = Math.min(profile.commands.heartbeats, population.length);
   const modes = [
-    { mode: "sequential", inFlight: 1, autoPipelining: false },
-    { mode: "64 in flight, auto-pipelined", inFlight: 64, autoPipelining: true },
+    { inFlight: 1, connections: 1, autoPipelining: false },
+    { inFlight: 64, connections: 1, autoPipelining: true },
   ];
   const counts: CommandCount[] = [];
-  for (const { mode, inFlight, autoPipelining } of modes) {
+  for (const { inFlight, autoPipelining, ...mode } of modes) {
     for (const variant of VARIANTS) {
       const client = lab.connect({ enableAutoPipelining: autoPipelining });
       await client.ping();
@@ -268,8 +268,9 @@ async function commandsPerHeartbeat(
       let totalUsec = 0;
       const byCommand: Record<string, number> = {};
       for (const [name, stat] of ran) {
-        if (stat.failed > 0)
+        if (stat.failed > 0) {
           throw new Error(`${stat.failed} ${name} calls failed during ${variant}`);
+        }
         byCommand[name] = stat.calls / heartbeats;
         total += stat.calls;
         totalUsec += stat.usec;
@@ -281,7 +282,7 @@ async function commandsPerHeartbeat(
       const scripted = scriptCalls > 0;
       counts.push({
         variant,
-        mode,
+        mode: describe({ inFlight, autoPipelining, ...mode }),
         heartbeats,
         sent: (scripted ? scriptCalls : total) / heartbeats,
         executed: total / heartbeats,

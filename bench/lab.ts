@@ -34,7 +34,7 @@ export class Lab {
     const keys = await this.admin.dbsize();
     if (keys > 0) {
       throw new Error(
-        `the Redis at ${this.url} holds ${keys} keys; the bench flushes it, so give it an empty one`,
+        `the Redis at ${this.url} holds keys (${keys}); the bench flushes it, so give it an empty one`,
       );
     }
   }

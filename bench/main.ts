@@ -16,19 +16,26 @@ import { benchSweep, sweepSteps } from "./sweep.js";
 const USAGE = `Usage: tsx bench/main.ts [--smoke] [--redis-url redis://host:port]
 
   --smoke      a quick run that only proves the bench works (CI); results go to smoke.*
-  --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server (it gets flushed)`;
+  --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server: the bench
+               flushes it and resets its INFO statistics`;
 
-/** CI runs --smoke: its results go beside the committed ones, never over them. */
 const RESULTS = new URL("./results/", import.meta.url);
 
 function options(): { profile: Profile; redisUrl: string | undefined } {
-  const { values } = parseArgs({
-    options: {
-      smoke: { type: "boolean", default: false },
-      "redis-url": { type: "string" },
-      help: { type: "boolean", default: false },
-    },
-  });
+  let parsed;
+  try {
+    parsed = parseArgs({
+      options: {
+        smoke: { type: "boolean", default: false },
+        "redis-url": { type: "string" },
+        help: { type: "boolean", default: false },
+      },
+    });
+  } catch (error) {
+    console.error(`${error instanceof Error ? error.message : String(error)}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  const { values } = parsed;
   if (values.help) {
     console.log(USAGE);
     process.exit(0);
@@ -69,6 +76,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
 
 async function save(results: Results): Promise<string> {
   const report = markdown(results);
+  // CI runs --smoke: its results go beside the committed ones (and git ignores them).
   const name = results.meta.profile === "full" ? "latest" : "smoke";
   await mkdir(RESULTS, { recursive: true });
   await writeFile(new URL(`${name}.md`, RESULTS), report);
