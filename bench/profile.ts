@@ -75,13 +75,7 @@ export const SMOKE: Profile = {
   population: { rooms: 50, usersPerRoom: 10 },
   latency: { samples: 300, rounds: 3, warmup: 20 },
   throughput: {
-    levels: [
-      { inFlight: 1, connections: 1 },
-      { inFlight: 8, connections: 1 },
-      { inFlight: 64, connections: 1 },
-      { inFlight: 256, connections: 4 },
-    ],
-    autoPipelining: [false, true],
+    ...FULL.throughput,
     runMs: 100,
     repeats: 1,
   },

@@ -1,30 +1,14 @@
 import { expect } from "chai";
-import { Cluster } from "ioredis";
 import { parseEvent, type PresenceEvent } from "../src/events.js";
 import { Rollcall } from "../src/rollcall.js";
 import { Sweeper } from "../src/sweeper.js";
-import { startCluster, type LocalCluster } from "./cluster.js";
+import { useCluster } from "./cluster.js";
 import { eventually, sleep } from "./support.js";
 
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 
 describe("on Redis Cluster", () => {
-  let cluster: LocalCluster;
-  const clients: Cluster[] = [];
-  const connect = (options = {}) => {
-    const c = new Cluster(cluster.nodes, options);
-    clients.push(c);
-    return c;
-  };
-
-  before(async function () {
-    this.timeout(60_000);
-    cluster = await startCluster(3);
-  });
-  after(async () => {
-    clients.forEach((c) => c.disconnect());
-    await cluster?.stop();
-  });
+  const { connect } = useCluster(3);
 
   it("runs every operation unchanged across shards, events over sharded pub/sub", async () => {
     const redis = connect();

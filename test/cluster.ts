@@ -3,7 +3,7 @@ import { createServer } from "node:net";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Redis } from "ioredis";
+import { Cluster, Redis, type ClusterOptions } from "ioredis";
 import { RedisBinary } from "redis-memory-server";
 import { systemRedisServer } from "../src/embedded.js";
 import { sleep } from "./support.js";
@@ -99,4 +99,28 @@ export async function startCluster(size = 3) {
     throw error;
   }
   return { nodes: ports.map((port) => ({ host: "127.0.0.1", port })), stop } satisfies LocalCluster;
+}
+
+/**
+ * Mocha hooks for a describe block: a local cluster for its tests, and the connections they make,
+ * closed after them.
+ */
+export function useCluster(size = 3) {
+  let cluster: LocalCluster | undefined;
+  const connections: (Cluster | Redis)[] = [];
+  const track = <T extends Cluster | Redis>(c: T): T => (connections.push(c), c);
+  before(async function () {
+    this.timeout(60_000);
+    cluster = await startCluster(size);
+  });
+  after(async () => {
+    connections.forEach((c) => c.disconnect());
+    await cluster?.stop();
+  });
+  return {
+    /** A Cluster client of the local cluster. */
+    connect: (options: ClusterOptions = {}) => track(new Cluster(cluster!.nodes, options)),
+    /** A plain connection to each node, for admin commands. */
+    admins: () => cluster!.nodes.map((node) => track(new Redis(node))),
+  };
 }

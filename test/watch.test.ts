@@ -1,6 +1,5 @@
 import { isDeepStrictEqual } from "node:util";
 import { expect } from "chai";
-import { Cluster, Redis } from "ioredis";
 import { RedisCallError } from "../src/errors.js";
 import { parseEvent, type PresenceEvent } from "../src/events.js";
 import type { MemberState } from "../src/memberState.js";
@@ -8,7 +7,7 @@ import type { RollcallOptions } from "../src/options.js";
 import { Rollcall, type Roster } from "../src/rollcall.js";
 import { Subscriber, type SubscriberOptions } from "../src/subscriber.js";
 import type { RosterChange, RoomWatch, SyncReason } from "../src/watch.js";
-import { startCluster, type LocalCluster } from "./cluster.js";
+import { useCluster } from "./cluster.js";
 import { client, eventually, sleep } from "./support.js";
 
 const opened = new Set<Subscriber>();
@@ -535,22 +534,7 @@ describe("RoomWatch on Redis Cluster", () => {
     typingWindowMs: 300,
     keyTtlMs: 3_000,
   };
-  let cluster: LocalCluster | undefined;
-  const connections: (Cluster | Redis)[] = [];
-  const connect = () => {
-    const c = new Cluster(cluster!.nodes);
-    connections.push(c);
-    return c;
-  };
-
-  before(async function () {
-    this.timeout(60_000);
-    cluster = await startCluster(3);
-  });
-  after(async () => {
-    connections.forEach((c) => c.disconnect());
-    await cluster?.stop();
-  });
+  const { connect, admins: nodeAdmins } = useCluster(3);
 
   it("follows rooms on every shard, and resyncs after every sharded subscriber is killed", async () => {
     const writer = new Rollcall(connect(), options);
@@ -570,9 +554,7 @@ describe("RoomWatch on Redis Cluster", () => {
         "before the kill",
       );
 
-      const admins = cluster!.nodes.map(({ port }) => new Redis({ port }));
-      connections.push(...admins);
-      for (const admin of admins) {
+      for (const admin of nodeAdmins()) {
         expect(await admin.call("CLIENT", "KILL", "TYPE", "pubsub")).to.equal(1);
       }
       // Published right after the kill: lost to the watcher for good, unless it resyncs.
