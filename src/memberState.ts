@@ -28,7 +28,13 @@ function canonical(value: unknown, depth: number): string {
     return JSON.stringify(value);
   }
   if (Array.isArray(value)) {
-    return `[${value.map((item) => canonical(item, depth + 1)).join(",")}]`;
+    const items: string[] = [];
+    // A plain loop: map() would skip the holes of a sparse array and write `[1,,3]`.
+    for (let i = 0; i < value.length; i++) {
+      if (!(i in value)) invalid("holds a sparse array");
+      items.push(canonical(value[i], depth + 1));
+    }
+    return `[${items.join(",")}]`;
   }
   if (typeof value === "object" && isPlainObject(value)) {
     const entries = Object.keys(value)

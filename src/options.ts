@@ -1,7 +1,7 @@
 import { InvalidInputError } from "./errors.js";
 
 export interface RollcallOptions {
-  /** Namespace of every key and channel; letters, digits and `_ . : -`. Default `rollcall`. */
+  /** Namespace of every key and channel: 1 to 64 letters, digits and `_ . : -`. Default `rollcall`. */
   prefix?: string;
   /** Rooms are spread over this many hash slots; fixed per deployment. Default 16. */
   buckets?: number;
@@ -9,7 +9,7 @@ export interface RollcallOptions {
   presenceWindowMs?: number;
   /** A typing mark without a refresh for this long stops. Default 5 000. */
   typingWindowMs?: number;
-  /** Key-level expiry, refreshed on every write: the safety net if no sweeper ever runs. Default 1 day. */
+  /** Expiry of the bucket keys, refreshed by heartbeats: the safety net if no sweeper runs. Default 1 day. */
   keyTtlMs?: number;
   /** Users listed in each join and leave event (the count is always exact). Default 20. */
   eventRosterLimit?: number;

@@ -1,3 +1,4 @@
+import { UnexpectedReplyError } from "./errors.js";
 import { checkId, Layout } from "./keys.js";
 import { encodeState, type MemberState } from "./memberState.js";
 import { settle, type RollcallOptions, type Settings } from "./options.js";
@@ -69,6 +70,14 @@ export interface SweepCounts {
 
 const SWEEP_ROOM_BATCH = 100;
 
+function parseState(json: string): MemberState {
+  try {
+    return JSON.parse(json) as MemberState;
+  } catch {
+    throw new UnexpectedReplyError("member state in a roster", json);
+  }
+}
+
 /**
  * Presence in Redis: who is in each room, who is typing, and an event for every change.
  * Every method is one script call (sweepRoom loops over a room in batches).
@@ -94,7 +103,7 @@ export class Rollcall {
     connection: string,
     options: { state?: MemberState } = {},
   ): Promise<HeartbeatResult> {
-    const state = options.state === undefined ? "" : this.encode(options.state);
+    const state = options?.state === undefined ? "" : this.encode(options.state);
     const reply = await this.call("heartbeat", room, [
       checkId("user", user),
       checkId("connection", connection),
@@ -144,7 +153,7 @@ export class Rollcall {
         lastSeen: int(reply, i + 2),
         joinedAt: int(reply, i + 3),
         typedAt: typedAt === 0 ? null : typedAt,
-        state: state === "" ? null : (JSON.parse(state) as MemberState),
+        state: state === "" ? null : parseState(state),
       });
     }
     const typing = members.filter((m) => m.typedAt !== null).map((m) => m.user);

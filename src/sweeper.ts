@@ -51,6 +51,11 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     options: SweeperOptions = {},
   ) {
     super();
+    for (const key of Object.keys(options)) {
+      if (!["intervalMs", "batch", "maxBackoffMs"].includes(key)) {
+        throw new InvalidInputError("INVALID_OPTION", `unknown Sweeper option ${key}`);
+      }
+    }
     this.intervalMs = positive("intervalMs", options.intervalMs ?? 1_000, 3_600_000);
     this.batch = positive("batch", options.batch ?? 32, 10_000);
     this.maxBackoffMs = positive("maxBackoffMs", options.maxBackoffMs ?? 30_000, 3_600_000);
@@ -82,7 +87,8 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       typingStops: 0,
       durationMs: 0,
     };
-    await Promise.all(
+    // allSettled, not all: a failing bucket must not leave the others' loops running after the pass.
+    const buckets = await Promise.allSettled(
       this.rollcall.layout.buckets.map(async ({ bucket }) => {
         let more = true;
         while (more) {
@@ -96,6 +102,8 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
         }
       }),
     );
+    const failure = buckets.find((b) => b.status === "rejected");
+    if (failure) throw failure.reason;
     stats.durationMs = performance.now() - started;
     return stats;
   }
@@ -103,15 +111,26 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
   private async loop(): Promise<void> {
     let failures = 0;
     while (!this.stopping) {
+      let outcome: PassStats | RollcallError;
       try {
-        this.emit("pass", await this.sweepOnce());
+        outcome = await this.sweepOnce();
         failures = 0;
       } catch (error) {
         failures += 1;
-        const typed = error instanceof RollcallError ? error : new RedisCallError("sweep", error);
-        this.emit("failed", typed, this.pauseAfter(failures));
+        outcome = error instanceof RollcallError ? error : new RedisCallError("sweep", error);
       }
+      this.report(outcome, this.pauseAfter(failures));
       await this.pause(this.pauseAfter(failures));
+    }
+  }
+
+  // A listener that throws must not stop the loop, nor pass for a failed sweep.
+  private report(outcome: PassStats | RollcallError, retryInMs: number): void {
+    try {
+      if (outcome instanceof RollcallError) this.emit("failed", outcome, retryInMs);
+      else this.emit("pass", outcome);
+    } catch (error) {
+      process.emitWarning(error instanceof Error ? error : String(error));
     }
   }
 

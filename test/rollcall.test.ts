@@ -23,7 +23,7 @@ describe("Rollcall", () => {
       expect(await rc.heartbeat("room", "ann", "tab1")).to.deep.equal({ joined: false, seq: 0 });
       await rc.heartbeat("room", "bob", "tab1");
       await eventually(() => events.length === 2);
-      await sleep(50);
+      await sleep(150);
       expect(summary(events)).to.deep.equal(["join:ann", "join:bob"]);
       expect(events[1]).to.deep.include({ roster: ["ann", "bob"], count: 2 });
     });
@@ -47,7 +47,7 @@ describe("Rollcall", () => {
         seq: 0,
       });
       await eventually(() => events.length === 2);
-      await sleep(50);
+      await sleep(150);
       expect(summary(events)).to.deep.equal(["join:ann", "leave:ann:explicit"]);
       expect(events[1]).to.deep.include({ roster: [], count: 0 });
     });
@@ -69,11 +69,11 @@ describe("Rollcall", () => {
     });
 
     it("drops a user's silent connection without a leave while another one lives", async () => {
-      const { rc, events } = await setup(SHORT);
+      const { rc, events } = await setup({ ...SHORT, presenceWindowMs: 2_000, keyTtlMs: 6_000 });
       await rc.heartbeat("room", "ann", "dead-tab");
-      await sleep(600);
+      await sleep(1_200);
       await rc.heartbeat("room", "ann", "live-tab");
-      await sleep(600);
+      await sleep(1_200); // dead-tab silent 2.4 s, live-tab 1.2 s, in a 2 s window
       expect(await rc.sweepRoom("room")).to.deep.equal({
         connections: 1,
         leaves: 0,
@@ -81,7 +81,7 @@ describe("Rollcall", () => {
       });
       const [ann] = (await rc.roster("room")).members;
       expect(ann).to.deep.include({ user: "ann", connections: 1 });
-      await sleep(50);
+      await sleep(150);
       expect(summary(events)).to.deep.equal(["join:ann"]);
     });
 
@@ -95,7 +95,7 @@ describe("Rollcall", () => {
       expect((await rc.roster("room")).members[0]!.connections).to.equal(64);
       expect((await rc.leave("room", "ann", "tab5")).removed).to.equal(false);
       expect((await rc.leave("room", "ann", "tab6")).removed).to.equal(true);
-      await sleep(50);
+      await sleep(150);
       expect(summary(events)).to.deep.equal(["join:ann"]);
     });
 
@@ -141,7 +141,7 @@ describe("Rollcall", () => {
       expect((await rc.stopTyping("room", "ann")).stopped).to.equal(false);
       expect((await rc.roster("room")).typing).to.deep.equal([]);
       await eventually(() => events.length === 3);
-      await sleep(50);
+      await sleep(150);
       expect(summary(events)).to.deep.equal([
         "join:ann",
         "typing-start:ann",
@@ -157,7 +157,7 @@ describe("Rollcall", () => {
         seq: 0,
       });
       expect((await rc.roster("room")).count).to.equal(0);
-      await sleep(50);
+      await sleep(150);
       expect(events).to.deep.equal([]);
     });
 
@@ -221,7 +221,7 @@ describe("Rollcall", () => {
         present: false,
       });
       await eventually(() => events.length === 3);
-      await sleep(50);
+      await sleep(150);
       expect(events.map((e) => [e.type, "state" in e ? e.state : undefined])).to.deep.equal([
         ["join", { device: "web", status: "online" }],
         ["update", { device: "web", status: "away" }],

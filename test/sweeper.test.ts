@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
-import { RedisCallError } from "../src/errors.js";
+import { InvalidInputError, RedisCallError } from "../src/errors.js";
 import type { PresenceEvent } from "../src/events.js";
 import { Rollcall } from "../src/rollcall.js";
 import { Sweeper, type PassStats } from "../src/sweeper.js";
@@ -30,10 +30,10 @@ describe("Sweeper", () => {
     const beat = (members: { room: string; user: string }[]) =>
       Promise.all(members.map(({ room, user }) => writer.heartbeat(room, user, "c")));
     await beat([...expiring, ...live]);
+    const keepAlive = setInterval(() => void beat(live), 400);
     await eventually(() => events.length === expiring.length + live.length, 20_000);
     events.length = 0;
 
-    const keepAlive = setInterval(() => void beat(live), 400);
     const sweepers = Array.from(
       { length: 4 },
       () => new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 100 }),
@@ -72,7 +72,8 @@ describe("Sweeper", () => {
       () => new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 50 }),
     );
     sweepers.forEach((s) => s.start());
-    await sleep(800);
+    await eventually(() => events.length >= typists.length);
+    await sleep(200);
     await Promise.all(sweepers.map((s) => s.stop()));
     expect(events.map(keyOf).sort()).to.deep.equal(
       typists.map(({ room, user }) => `typing-stop|${room}|${user}`).sort(),
@@ -116,6 +117,38 @@ describe("Sweeper", () => {
     expect(leaves.sort()).to.deep.equal(
       [...first, ...second].map(({ room, user }) => `leave|${room}|${user}`).sort(),
     );
+  });
+
+  it("keeps sweeping when its own listeners throw", async () => {
+    const unhandled = watchUnhandled();
+    const sweeper = new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 10 });
+    let passes = 0;
+    sweeper.on("pass", () => (passes += 1));
+    sweeper.on("pass", () => {
+      throw new Error("a listener's bug");
+    });
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on("warning", onWarning);
+    try {
+      sweeper.start();
+      await eventually(() => passes >= 3);
+      await sweeper.stop();
+      expect(warnings.some((w) => w.message === "a listener's bug")).to.equal(true);
+      expect(unhandled.count()).to.equal(0);
+    } finally {
+      process.off("warning", onWarning);
+      unhandled.stop();
+    }
+  });
+
+  it("refuses unknown or out-of-range options with a typed error", () => {
+    const rc = new Rollcall(client());
+    for (const options of [{ interval: 5 }, { batch: 0 }, { intervalMs: 1.5 }]) {
+      expect(() => new Sweeper(rc, options))
+        .to.throw(InvalidInputError)
+        .with.property("code", "INVALID_OPTION");
+    }
   });
 
   it("backs off while Redis is down, reports typed errors, and resumes", async () => {
