@@ -6,7 +6,7 @@ import { int } from "./scripts.js";
 export interface SweeperOptions {
   /** Pause between passes. Default 1 000 ms: a typist stops within typing window + 1 s. */
   intervalMs?: number;
-  /** Most members one script call settles, so Redis is never blocked for long. Default 32. */
+  /** Most members one script call settles, so Redis is never blocked for long. Default 16. */
   batch?: number;
   /** Longest pause after repeated failures (the pause doubles from intervalMs). Default 30 000. */
   maxBackoffMs?: number;
@@ -57,7 +57,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       }
     }
     this.intervalMs = positive("intervalMs", options.intervalMs ?? 1_000, 3_600_000);
-    this.batch = positive("batch", options.batch ?? 32, 10_000);
+    this.batch = positive("batch", options.batch ?? 16, 10_000);
     this.maxBackoffMs = positive("maxBackoffMs", options.maxBackoffMs ?? 30_000, 3_600_000);
   }
 
