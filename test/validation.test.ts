@@ -68,6 +68,9 @@ describe("validation", () => {
       await rejects(rc.heartbeat("r", "u", "c", { state: state as never }), "INVALID_STATE");
     }
     expect((await rc.roster("r")).members[0]!.state).to.deep.equal({ status: "online" });
+    // No options at all, even a null from plain JavaScript, keeps the state.
+    expect((await rc.heartbeat("r", "u", "c", null as never)).joined).to.equal(false);
+    expect((await rc.roster("r")).members[0]!.state).to.deep.equal({ status: "online" });
   });
 
   it("rejects bad options with a typed error", () => {
