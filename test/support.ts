@@ -34,11 +34,6 @@ export function redisUrl(): string {
   return embedded.url;
 }
 
-export function embeddedRedis(): EmbeddedRedis {
-  if (!embedded) throw new Error("the embedded redis-server is not running");
-  return embedded;
-}
-
 /** A new connection, closed after the test: each one stands for a separate server instance. */
 export function client(options: RedisOptions = {}): Redis {
   const c = new Redis(redisUrl(), options);
