@@ -38,19 +38,25 @@ function invalid(message: string): never {
   throw new InvalidInputError("INVALID_OPTION", message);
 }
 
-function integer(name: keyof RollcallOptions, value: unknown, min: number, max: number): number {
+/** An integer option within bounds, or a typed INVALID_OPTION error. */
+export function integer(name: string, value: unknown, min: number, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
     invalid(`${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
   }
   return value;
 }
 
-/** Fills in defaults and checks every option, and how they relate, before anything runs. */
-export function settle(options: RollcallOptions = {}): Settings {
+/** Refuses anything but an object of the given option names (a typo must not pass silently). */
+export function knownKeys(options: unknown, names: readonly string[]): void {
   if (typeof options !== "object" || options === null) invalid("options must be an object");
   for (const key of Object.keys(options)) {
-    if (!(key in DEFAULTS)) invalid(`unknown option ${key}`);
+    if (!names.includes(key)) invalid(`unknown option ${key}`);
   }
+}
+
+/** Fills in defaults and checks every option, and how they relate, before anything runs. */
+export function settle(options: RollcallOptions = {}): Settings {
+  knownKeys(options, Object.keys(DEFAULTS));
   const o = { ...DEFAULTS, ...options };
   if (typeof o.prefix !== "string" || !PREFIX.test(o.prefix)) {
     invalid(`prefix must match ${String(PREFIX)}, got ${JSON.stringify(o.prefix)}`);

@@ -1,5 +1,6 @@
 import { EventEmitter } from "node:events";
-import { InvalidInputError, RollcallError, RedisCallError } from "./errors.js";
+import { RollcallError, RedisCallError } from "./errors.js";
+import { integer, knownKeys } from "./options.js";
 import type { Rollcall, SweepCounts } from "./rollcall.js";
 import { int } from "./scripts.js";
 
@@ -27,13 +28,6 @@ interface SweeperEvents {
   failed: [error: RollcallError, retryInMs: number];
 }
 
-function positive(name: string, value: number, max: number): number {
-  if (!Number.isInteger(value) || value < 1 || value > max) {
-    throw new InvalidInputError("INVALID_OPTION", `${name} must be an integer from 1 to ${max}`);
-  }
-  return value;
-}
-
 /**
  * Finds and announces every expiry across all rooms. Run one per server instance: the sweep
  * script settles each due entry atomically, so any number of sweepers announce each leave once.
@@ -51,17 +45,13 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     options: SweeperOptions = {},
   ) {
     super();
-    for (const key of Object.keys(options)) {
-      if (!["intervalMs", "batch", "maxBackoffMs"].includes(key)) {
-        throw new InvalidInputError("INVALID_OPTION", `unknown Sweeper option ${key}`);
-      }
-    }
-    this.intervalMs = positive("intervalMs", options.intervalMs ?? 1_000, 3_600_000);
-    this.batch = positive("batch", options.batch ?? 16, 10_000);
-    this.maxBackoffMs = positive("maxBackoffMs", options.maxBackoffMs ?? 30_000, 3_600_000);
+    knownKeys(options, ["intervalMs", "batch", "maxBackoffMs"]);
+    this.intervalMs = integer("intervalMs", options.intervalMs ?? 1_000, 1, 3_600_000);
+    this.batch = integer("batch", options.batch ?? 16, 1, 10_000);
+    this.maxBackoffMs = integer("maxBackoffMs", options.maxBackoffMs ?? 30_000, 1, 3_600_000);
   }
 
-  /** Sweeps every intervalMs in the background until stop(). */
+  /** Sweeps in the background, pausing intervalMs after each pass, until stop(). */
   start(): void {
     if (this.running) return;
     this.stopping = false;
