@@ -1,47 +1,45 @@
 --[[
-  One room's members as the event stream has announced them, with the sequence number the
-  snapshot is consistent with: apply events whose prev is that number, and later ones in order.
-  Read-only.
+  One room's members as the event stream has announced them, with the epoch and the sequence
+  number the snapshot is consistent with: apply events of that epoch whose prev is that number,
+  then the later ones in order. Writes nothing, except the new epoch a first call in another
+  Redis process starts (see include/events.lua).
 
-  KEYS[1..4] the bucket (see include/bucket.lua)
-  ARGV[1..5] the deployment settings (see include/bucket.lua)
-  ARGV[6] room   ARGV[7] most members to return
+  KEYS[1..4], ARGV[1..8]: see include/room.lua
+  ARGV[9] most members to return
 
-  Reply: {seq, member count, then per member returned: user, connections, lastSeenMs,
-  joinedAtMs, typedAtMs (latest startTyping) or 0, state JSON or ''}
+  Reply: {epoch, seq, member count, then per member returned: user, connections, lastSeenMs,
+  joinedAtMs, typedAtMs or 0, state JSON or ''}
 ]]
--- @include "bucket"
+-- @include "record"
+-- @include "events"
 
-local room, limit = ARGV[6], tonumber(ARGV[7])
-local lo, hi = roomRange(room)
-
-local seq = rcall('HGET', seqKey, room) or rcall('HGET', seqKey, '') or 0
-local fields = rcall('ZRANGEBYLEX', membersKey, lo, hi, 'LIMIT', 0, limit)
-local count = #fields
-if count >= limit then
-  count = rcall('ZLEXCOUNT', membersKey, lo, hi)
-end
-
-local reply = { tonumber(seq), count }
-local skip = #room + 2
--- A record can be missing only if an eviction policy removed the users hash: skip it.
-for _, field in ipairs(fields) do
-  local rec = load(field)
-  if rec then
-    local conns, seen = 0, 0
-    for _, beat in pairs(rec.c) do
-      conns = conns + 1
-      if beat > seen then
-        seen = beat
-      end
+local limit = tonumber(ARGV[9])
+local reply = { currentEpoch(), 0, memberCount() }
+local users, raws = {}, {}
+if reply[3] == 0 then
+  -- An empty room's next event starts a new chain (prev 0) with a number above the counter.
+  reply[2] = tonumber(rcall('HGET', seqKey, 'n')) or 0
+elseif reply[3] > limit and indexed() then
+  users = rcall('ZRANGE', indexKey, 0, limit - 1)
+  raws = rcall('HMGET', roomKey, unpack(users))
+  reply[2] = tonumber(rcall('HGET', roomKey, ''))
+else
+  local all = rcall('HGETALL', roomKey)
+  for i = 1, #all, 2 do
+    if all[i] == '' then
+      reply[2] = tonumber(all[i + 1])
+    elseif #users < limit then
+      users[#users + 1], raws[#raws + 1] = all[i], all[i + 1]
     end
+  end
+end
+for i, user in ipairs(users) do
+  -- A record can be missing only if its index entry outlived it: skip it.
+  if raws[i] then
+    local rec = decode(raws[i])
     local n = #reply
-    reply[n + 1] = string.sub(field, skip)
-    reply[n + 2] = conns
-    reply[n + 3] = seen
-    reply[n + 4] = rec.j
-    reply[n + 5] = rec.t or 0
-    reply[n + 6] = rec.s or ''
+    reply[n + 1], reply[n + 2], reply[n + 3] = user, #rec.ids, lastSeen(rec)
+    reply[n + 4], reply[n + 5], reply[n + 6] = rec.j, rec.t or 0, rec.s
   end
 end
 return reply

@@ -1,33 +1,73 @@
--- Publishing: every event takes the bucket's next sequence number and records it as the room's
--- last, so a subscriber can check each event's prev against what it applied before.
--- Needs: bucket.
+--[[
+  Publishing. Every event takes the bucket's next sequence number and records it as the room's
+  last (field ''), so a subscriber checks each event's prev against the last event it applied.
+  Numbers are unique within an epoch. The epoch belongs to the Redis process that started it: a
+  script running in another process (after a restart, a failover, a slot migration) finds a
+  counter that may lag numbers already published, and starts a new epoch before publishing.
+  When the log is on, the event is also appended to the bucket's stream, in the same script.
+]]
+-- @include "room"
+local epoch
 
-local function publish(room, user, kind, extra)
-  local prev = tonumber(rcall('HGET', seqKey, room)) or 0
-  local seq = rcall('HINCRBY', seqKey, '', 1)
-  rcall('HSET', seqKey, room, seq)
-  local head = cjson.encode({ v = 1, type = kind, room = room, user = user, at = now, seq = seq, prev = prev })
-  rcall('SPUBLISH', channelPrefix .. room, string.sub(head, 1, -2) .. extra .. '}')
+local function currentEpoch()
+  if epoch then
+    return epoch
+  end
+  local node = string.match(rcall('INFO', 'server'), 'run_id:(%x+)')
+  local stored = rcall('HMGET', seqKey, 'epoch', 'node')
+  if stored[1] and stored[2] == node then
+    epoch = stored[1]
+  else
+    -- The process's random run_id and the time: unique whoever starts it, wherever.
+    epoch = string.sub(node, 1, 8) .. string.format('%011x', now)
+    rcall('HSET', seqKey, 'epoch', epoch, 'node', node)
+  end
+  return epoch
+end
+
+local function publish(user, kind, extra)
+  local e = currentEpoch()
+  local prev = tonumber(rcall('HGET', roomKey, '')) or 0
+  local seq = rcall('HINCRBY', seqKey, 'n', 1)
+  rcall('HSET', roomKey, '', seq)
+  local head = cjson.encode({ v = 2, type = kind, room = room, user = user, at = now, epoch = e, seq = seq, prev = prev })
+  local event = string.sub(head, 1, -2) .. extra .. '}'
+  if logLength > 0 then
+    local id = rcall('XADD', logKey, 'MAXLEN', '~', logLength, '*', 'event', event)
+    event = string.sub(event, 1, -2) .. ',"log":"' .. id .. '"}'
+  end
+  rcall('SPUBLISH', channelPrefix .. room, event)
   return seq
 end
 
--- ',"roster":[...],"count":n' for join and leave events, at most eventRosterLimit users.
-local function rosterFragment(room)
-  local lo, hi = roomRange(room)
-  local fields = rcall('ZRANGEBYLEX', membersKey, lo, hi, 'LIMIT', 0, eventRosterLimit)
-  local count = #fields
-  if count >= eventRosterLimit then
-    count = rcall('ZLEXCOUNT', membersKey, lo, hi)
+local function usersJson(users)
+  local quoted = {}
+  for i, user in ipairs(users) do
+    quoted[i] = cjson.encode(user)
   end
-  local skip = #room + 2
-  for i, field in ipairs(fields) do
-    fields[i] = cjson.encode(string.sub(field, skip))
-  end
-  return ',"roster":[' .. table.concat(fields, ',') .. '],"count":' .. count
+  return '[' .. table.concat(quoted, ',') .. ']'
 end
 
-local function stateFragment(rec)
-  return ',"state":' .. (rec.s or 'null')
+-- ',"roster":[...],"count":n' for join and leave events: at most eventRosterLimit users.
+local function rosterFragment()
+  local count = memberCount()
+  local users = {}
+  if eventRosterLimit > 0 and count > 0 then
+    if count > eventRosterLimit and indexed() then
+      users = rcall('ZRANGE', indexKey, 0, eventRosterLimit - 1)
+    else
+      for _, field in ipairs(rcall('HKEYS', roomKey)) do
+        if field ~= '' and #users < eventRosterLimit then
+          users[#users + 1] = field
+        end
+      end
+    end
+  end
+  return ',"roster":' .. usersJson(users) .. ',"count":' .. count
+end
+
+local function stateFragment(state)
+  return ',"state":' .. (state ~= '' and state or 'null')
 end
 
 local function reasonFragment(reason)

@@ -3,10 +3,10 @@
 // Uses REDIS_URL when set, otherwise a throwaway embedded redis-server.
 import { Redis } from "ioredis";
 import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded.js";
-import type { PresenceEvent } from "./events.js";
-import { Rollcall } from "./rollcall.js";
-import { Subscriber } from "./subscriber.js";
-import { Sweeper } from "./sweeper.js";
+import type { PresenceEvent } from "../protocol/events.js";
+import { Rollcall } from "../engine/rollcall.js";
+import { Subscriber } from "../runtime/subscriber.js";
+import { Sweeper } from "../runtime/sweeper.js";
 
 const ROOM = "design-review";
 const OPTIONS = { presenceWindowMs: 3_000, typingWindowMs: 1_000, keyTtlMs: 60_000 };

@@ -1,17 +1,24 @@
 import { UnexpectedReplyError } from "./errors.js";
-import type { MemberState } from "./memberState.js";
+import type { MemberState } from "./state.js";
 
-/** Fields every event carries. Version 1 of the schema. */
+/** Fields every event carries. Version 2 of the schema. */
 interface EventBase {
-  v: 1;
+  v: 2;
   room: string;
   user: string;
   /** Redis server time of the change, ms since the epoch. */
   at: number;
-  /** The event's sequence number: increases with every event of the room. */
+  /**
+   * The sequence space `seq` belongs to. It changes when Redis may have lost events (a restart, a
+   * failover, a migrated slot): a consumer that sees another epoch must resync, never continue.
+   */
+  epoch: string;
+  /** The event's sequence number: increases with every event of the room within the epoch. */
   seq: number;
   /** The sequence number of the room's previous event, or 0 if the room was empty before it. */
   prev: number;
+  /** The event's id in its bucket's log (a Redis stream), when the log is on. */
+  log?: string;
 }
 
 export interface JoinEvent extends EventBase {
@@ -45,7 +52,11 @@ export interface UpdateEvent extends EventBase {
 }
 
 export type PresenceEvent =
-  JoinEvent | LeaveEvent | TypingStartEvent | TypingStopEvent | UpdateEvent;
+  | JoinEvent
+  | LeaveEvent
+  | TypingStartEvent
+  | TypingStopEvent
+  | UpdateEvent;
 export type EventType = PresenceEvent["type"];
 export const EVENT_TYPES: readonly EventType[] = [
   "join",
@@ -54,6 +65,12 @@ export const EVENT_TYPES: readonly EventType[] = [
   "typing-stop",
   "update",
 ];
+
+/** Identifies the event a call published: its number within its epoch. */
+export interface EventId {
+  epoch: string;
+  seq: number;
+}
 
 type Json = Record<string, unknown>;
 
@@ -70,26 +87,35 @@ const shapes: Record<EventType, (e: Json) => boolean> = {
   update: (e) => isState(e.state),
 };
 
-/** Parses one published message; anything that is not a rollcall v1 event is an error. */
-export function parseEvent(message: string): PresenceEvent {
-  let e: Json;
-  try {
-    e = JSON.parse(message) as Json;
-  } catch {
-    throw new UnexpectedReplyError("event (not JSON)", message);
-  }
-  if (typeof e !== "object" || e === null) throw new UnexpectedReplyError("event", message);
-  const shape = shapes[e.type as EventType] as ((e: Json) => boolean) | undefined;
+/** Checks that a parsed value is a rollcall v2 event; anything else is an error. */
+export function checkEvent(value: unknown): PresenceEvent {
+  const e = value as Json;
   const ok =
-    e.v === 1 &&
+    typeof e === "object" &&
+    e !== null &&
+    e.v === 2 &&
     typeof e.room === "string" &&
     typeof e.user === "string" &&
     isCount(e.at) &&
+    typeof e.epoch === "string" &&
+    e.epoch !== "" &&
     isCount(e.seq) &&
     isCount(e.prev) &&
-    Object.hasOwn(shapes, e.type as string) &&
-    shape !== undefined &&
-    shape(e);
-  if (!ok) throw new UnexpectedReplyError("event", message);
+    (e.log === undefined || typeof e.log === "string") &&
+    typeof e.type === "string" &&
+    Object.hasOwn(shapes, e.type) &&
+    shapes[e.type as EventType](e);
+  if (!ok) throw new UnexpectedReplyError("event", value);
   return e as unknown as PresenceEvent;
+}
+
+/** Parses one published message; anything that is not a rollcall v2 event is an error. */
+export function parseEvent(message: string): PresenceEvent {
+  let value: unknown;
+  try {
+    value = JSON.parse(message);
+  } catch {
+    throw new UnexpectedReplyError("event (not JSON)", message);
+  }
+  return checkEvent(value);
 }

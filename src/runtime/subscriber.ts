@@ -1,9 +1,10 @@
 import { EventEmitter } from "node:events";
-import { Cluster } from "ioredis";
-import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "./errors.js";
-import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "./events.js";
-import type { Rollcall } from "./rollcall.js";
-import type { Client } from "./scripts.js";
+import type { Cluster, Redis } from "ioredis";
+import type { Rollcall } from "../engine/rollcall.js";
+import type { Client } from "../engine/script.js";
+import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
+import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../protocol/events.js";
+import { callback, knownKeys } from "../protocol/options.js";
 import { RoomWatch } from "./watch.js";
 
 export type PresenceListener = (event: PresenceEvent) => void;
@@ -42,7 +43,8 @@ interface SubscriberEvents {
 interface Delivery {
   readonly listener: PresenceListener;
   readonly types: ReadonlySet<EventType> | null;
-  readonly options: SubscribeOptions;
+  readonly onLost: (() => void) | undefined;
+  readonly onResubscribed: (() => void) | undefined;
 }
 
 interface RoomChannel {
@@ -67,10 +69,13 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
 
   constructor(
     readonly rollcall: Rollcall,
-    options: SubscriberOptions = {},
+    options?: SubscriberOptions,
   ) {
     super();
-    this.relay = options.relay ?? ((_channel, message, deliver) => deliver(message));
+    const { relay } = knownKeys(options, ["relay"]);
+    this.relay =
+      callback<NonNullable<SubscriberOptions["relay"]>>("relay", relay) ??
+      ((_channel, message, deliver) => deliver(message));
     this.connection = subscriberConnection(rollcall.redis);
     this.connection.on("smessage", (channel: string, message: string) => {
       // This runs inside the connection's reply parser: a throw here would corrupt the connection.
@@ -86,7 +91,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
     // A Cluster's sharded subscribers come and go per shard; the group re-subscribes and then
     // says 'subscribersReady'. A standalone connection says 'close', and 'ready' once it is back.
     const [lostSignal, backSignal] =
-      this.connection instanceof Cluster ? ["-subscriber", "subscribersReady"] : ["close", "ready"];
+      this.connection.isCluster ? ["-subscriber", "subscribersReady"] : ["close", "ready"];
     this.connection.on(lostSignal, () => this.onLost());
     this.connection.on(backSignal, () => void this.onBack());
   }
@@ -99,10 +104,14 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   async subscribe(
     room: string,
     listener: PresenceListener,
-    options: SubscribeOptions = {},
+    options?: SubscribeOptions,
   ): Promise<Subscription> {
     const name = this.rollcall.channel(room);
-    const delivery: Delivery = { listener, types: checkTypes(options.types), options };
+    const delivery: Delivery = {
+      listener: callback<PresenceListener>("listener", listener)!,
+      ...checkSubscribeOptions(options),
+    };
+    if (!delivery.listener) throw new InvalidInputError("INVALID_OPTION", "listener is required");
     let channel = this.channels.get(name);
     if (!channel) {
       channel = { room, deliveries: new Set(), subscribed: this.connection.ssubscribe(name) };
@@ -210,9 +219,9 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
 
   private notify(hook: "onLost" | "onResubscribed"): void {
     const deliveries = [...this.channels.values()].flatMap((c) => [...c.deliveries]);
-    for (const { options } of deliveries) {
+    for (const delivery of deliveries) {
       try {
-        options[hook]?.();
+        delivery[hook]?.();
       } catch (error) {
         this.report(error);
       }
@@ -220,14 +229,27 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   }
 }
 
-function checkTypes(types: readonly EventType[] | undefined): ReadonlySet<EventType> | null {
+function checkSubscribeOptions(options: SubscribeOptions | undefined) {
+  const o = knownKeys(options, ["types", "onLost", "onResubscribed"]);
+  return {
+    types: checkTypes(o.types),
+    onLost: callback<() => void>("onLost", o.onLost),
+    onResubscribed: callback<() => void>("onResubscribed", o.onResubscribed),
+  };
+}
+
+/** Event types to deliver, or null for all of them. */
+export function checkTypes(types: unknown): ReadonlySet<EventType> | null {
   if (types === undefined) return null;
+  if (!Array.isArray(types)) {
+    throw new InvalidInputError("INVALID_OPTION", "types must be an array of event types");
+  }
   for (const type of types) {
-    if (!EVENT_TYPES.includes(type)) {
+    if (!EVENT_TYPES.includes(type as EventType)) {
       throw new InvalidInputError("INVALID_OPTION", `unknown event type ${JSON.stringify(type)}`);
     }
   }
-  return new Set(types);
+  return new Set(types as EventType[]);
 }
 
 /**
@@ -237,6 +259,7 @@ function checkTypes(types: readonly EventType[] | undefined): ReadonlySet<EventT
  * Cluster needs `shardedSubscribers` for sharded pub/sub: one subscriber connection per shard.
  */
 function subscriberConnection(client: Client): Client {
-  if (client instanceof Cluster) return client.duplicate([], { shardedSubscribers: true });
-  return client.duplicate({ autoResubscribe: false });
+  // isCluster, never instanceof: a second copy of ioredis in the app would make that false.
+  if (client.isCluster) return (client as Cluster).duplicate([], { shardedSubscribers: true });
+  return (client as Redis).duplicate({ autoResubscribe: false });
 }

@@ -1,11 +1,17 @@
 import { InvalidInputError } from "./errors.js";
 
 export type JsonValue =
-  string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
+  | string
+  | number
+  | boolean
+  | null
+  | JsonValue[]
+  | { [key: string]: JsonValue };
 /** What a member shows about itself: status, device, … A small JSON object. */
 export type MemberState = { [key: string]: JsonValue };
 
 const MAX_DEPTH = 8;
+const utf8 = new TextEncoder();
 
 function invalid(message: string): never {
   throw new InvalidInputError("INVALID_STATE", `member state ${message}`);
@@ -39,10 +45,7 @@ function canonical(value: unknown, depth: number): string {
   if (typeof value === "object" && isPlainObject(value)) {
     const entries = Object.keys(value)
       .sort()
-      .map(
-        (k) =>
-          `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], depth + 1)}`,
-      );
+      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], depth + 1)}`);
     return `{${entries.join(",")}}`;
   }
   return invalid(`holds a ${typeof value}, which JSON cannot carry`);
@@ -50,16 +53,32 @@ function canonical(value: unknown, depth: number): string {
 
 /** Checks a member state and returns its canonical JSON, at most `maxBytes` long. */
 export function encodeState(state: unknown, maxBytes: number): string {
-  if (
-    typeof state !== "object" ||
-    state === null ||
-    Array.isArray(state) ||
-    !isPlainObject(state)
-  ) {
-    invalid("must be a plain JSON object");
+  let json: string;
+  try {
+    if (
+      typeof state !== "object" ||
+      state === null ||
+      Array.isArray(state) ||
+      !isPlainObject(state)
+    ) {
+      invalid("must be a plain JSON object");
+    }
+    json = canonical(state, 0);
+  } catch (error) {
+    // A getter or a proxy trap that throws: bad input like any other, never a raw error.
+    if (error instanceof InvalidInputError) throw error;
+    invalid(`cannot be read: ${String(error)}`);
   }
-  const json = canonical(state, 0);
-  const bytes = Buffer.byteLength(json);
+  const bytes = utf8.encode(json).length;
   if (bytes > maxBytes) invalid(`is ${bytes} bytes of JSON, more than the ${maxBytes} allowed`);
   return json;
+}
+
+/** A state as stored and published (canonical JSON), back to an object. */
+export function parseState(json: string): MemberState {
+  const value: unknown = JSON.parse(json);
+  if (typeof value !== "object" || value === null || Array.isArray(value)) {
+    throw new SyntaxError("not a JSON object");
+  }
+  return value as MemberState;
 }

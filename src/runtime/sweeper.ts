@@ -1,13 +1,14 @@
 import { EventEmitter } from "node:events";
-import { RollcallError, RedisCallError } from "./errors.js";
-import { integer, knownKeys } from "./options.js";
-import type { Rollcall, SweepCounts } from "./rollcall.js";
-import { int } from "./scripts.js";
+import type { Rollcall } from "../engine/rollcall.js";
+import type { SweepCounts } from "../engine/scripts/sweepRoom.js";
+import { backoff } from "../protocol/backoff.js";
+import { RedisCallError, RollcallError } from "../protocol/errors.js";
+import { integer, knownKeys } from "../protocol/options.js";
 
 export interface SweeperOptions {
   /** Pause between passes. Default 1 000 ms: a typist stops within typing window + 1 s. */
   intervalMs?: number;
-  /** Most members one script call settles, so Redis is never blocked for long. Default 16. */
+  /** Most members one script call expires, so Redis is never blocked for long. Default 16. */
   batch?: number;
   /** Longest pause after repeated failures (the pause doubles from intervalMs). Default 30 000. */
   maxBackoffMs?: number;
@@ -15,22 +16,28 @@ export interface SweeperOptions {
 
 /** What one pass over every bucket did. */
 export interface PassStats extends SweepCounts {
-  /** Script calls made (at least one per bucket). */
+  /** Script calls made: one per bucket to list its due rooms, more for each due room. */
   calls: number;
-  /** Members whose due entry was settled. */
-  members: number;
+  /** Rooms that had something due. */
+  rooms: number;
   durationMs: number;
 }
 
 interface SweeperEvents {
   pass: [PassStats];
-  /** A pass failed (Redis unreachable, …); the sweeper backs off and tries again. */
+  /**
+   * A pass failed; the sweeper pauses and tries again. REDIS_UNAVAILABLE is an outage that
+   * passes; SCRIPT_ERROR is a bug, also reported with process.emitWarning.
+   */
   failed: [error: RollcallError, retryInMs: number];
 }
 
+/** Rooms one listing call returns; each is then swept by its own call. */
+const ROOMS_PER_CALL = 64;
+
 /**
- * Finds and announces every expiry across all rooms. Run one per server instance: the sweep
- * script settles each due entry atomically, so any number of sweepers announce each leave once.
+ * Finds and announces every expiry across all rooms. Run one per server instance: each room is
+ * settled atomically by its script, so any number of sweepers announce each leave once.
  */
 export class Sweeper extends EventEmitter<SweeperEvents> {
   private readonly intervalMs: number;
@@ -42,13 +49,13 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
 
   constructor(
     private readonly rollcall: Rollcall,
-    options: SweeperOptions = {},
+    options?: SweeperOptions,
   ) {
     super();
-    knownKeys(options, ["intervalMs", "batch", "maxBackoffMs"]);
-    this.intervalMs = integer("intervalMs", options.intervalMs ?? 1_000, 1, 3_600_000);
-    this.batch = integer("batch", options.batch ?? 16, 1, 10_000);
-    this.maxBackoffMs = integer("maxBackoffMs", options.maxBackoffMs ?? 30_000, 1, 3_600_000);
+    const o = knownKeys(options, ["intervalMs", "batch", "maxBackoffMs"]);
+    this.intervalMs = integer("intervalMs", o.intervalMs ?? 1_000, 1, 3_600_000);
+    this.batch = integer("batch", o.batch ?? 16, 1, 10_000);
+    this.maxBackoffMs = integer("maxBackoffMs", o.maxBackoffMs ?? 30_000, 1, 3_600_000);
   }
 
   /** Sweeps in the background, pausing intervalMs after each pass, until stop(). */
@@ -66,31 +73,37 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     this.running = undefined;
   }
 
-  /** One pass: every bucket, each drained batch by batch of what is due. */
+  /** One pass: every bucket, each drained of what is due, room by room. */
   async sweepOnce(): Promise<PassStats> {
     const started = performance.now();
     const stats: PassStats = {
       calls: 0,
-      members: 0,
+      rooms: 0,
       connections: 0,
       leaves: 0,
       typingStops: 0,
       durationMs: 0,
     };
+    const sweepBucket = async (bucket: number) => {
+      let rooms: string[];
+      do {
+        rooms = await this.rollcall.dueRooms(bucket, ROOMS_PER_CALL);
+        stats.calls += 1;
+        stats.rooms += rooms.length;
+        const swept = await Promise.all(
+          rooms.map((room) => this.rollcall.sweepRoom(room, { batch: this.batch })),
+        );
+        for (const counts of swept) {
+          stats.calls += counts.calls;
+          stats.connections += counts.connections;
+          stats.leaves += counts.leaves;
+          stats.typingStops += counts.typingStops;
+        }
+      } while (rooms.length === ROOMS_PER_CALL && !this.stopping);
+    };
     // allSettled, not all: a failing bucket must not leave the others' loops running after the pass.
     const buckets = await Promise.allSettled(
-      this.rollcall.layout.buckets.map(async ({ bucket }) => {
-        let more = true;
-        while (more) {
-          const reply = await this.rollcall.runInBucket("sweep", bucket, [this.batch]);
-          stats.calls += 1;
-          stats.members += int(reply, 0);
-          stats.connections += int(reply, 1);
-          stats.leaves += int(reply, 2);
-          stats.typingStops += int(reply, 3);
-          more = int(reply, 4) === 1;
-        }
-      }),
+      Array.from({ length: this.rollcall.settings.buckets }, (_, bucket) => sweepBucket(bucket)),
     );
     const failure = buckets.find((b) => b.status === "rejected");
     if (failure) throw failure.reason;
@@ -109,23 +122,27 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
         failures += 1;
         outcome = error instanceof RollcallError ? error : new RedisCallError("sweep", error);
       }
-      this.report(outcome, this.pauseAfter(failures));
-      await this.pause(this.pauseAfter(failures));
+      const pause =
+        failures === 0
+          ? this.intervalMs
+          : backoff(failures + 1, { firstMs: this.intervalMs, maxMs: this.maxBackoffMs });
+      this.report(outcome, pause);
+      await this.pause(pause);
     }
   }
 
   // A listener that throws must not stop the loop, nor pass for a failed sweep.
   private report(outcome: PassStats | RollcallError, retryInMs: number): void {
     try {
-      if (outcome instanceof RollcallError) this.emit("failed", outcome, retryInMs);
-      else this.emit("pass", outcome);
+      if (!(outcome instanceof RollcallError)) this.emit("pass", outcome);
+      else {
+        // A script bug will not go away by waiting: say so even if nobody listens.
+        if (outcome.code === "SCRIPT_ERROR") process.emitWarning(outcome);
+        this.emit("failed", outcome, retryInMs);
+      }
     } catch (error) {
       process.emitWarning(error instanceof Error ? error : String(error));
     }
-  }
-
-  private pauseAfter(failures: number): number {
-    return Math.min(this.intervalMs * 2 ** failures, Math.max(this.maxBackoffMs, this.intervalMs));
   }
 
   private pause(ms: number): Promise<void> {

@@ -1,0 +1,105 @@
+--[[
+  Refreshes one connection of a user in a room. The user's first live connection publishes
+  'join' (after the overdue 'leave' of connections that expired unannounced, so events
+  alternate). A new state, when given and different, is stored and published as 'update' (or
+  rides the join). A user holds at most 64 connections per room: a new one beyond that replaces
+  the one silent the longest, so a client reconnecting in a loop cannot grow the record.
+  A steady heartbeat (a known connection, nothing overdue in the record, the same state) patches
+  the connection's time in place and touches nothing else: no event, no index, no due entry
+  (those hold lower bounds, which a later heartbeat keeps true).
+
+  KEYS, ARGV[1..8]: see include/room.lua
+  ARGV[9] user   ARGV[10] connection (at most 9 bytes)   ARGV[11] state JSON, or '' to keep it
+
+  Reply: {1 if the user joined else 0, seq of the event published or 0, its epoch or ''}
+]]
+-- @include "replay"
+-- @include "members"
+
+local user, conn, state = ARGV[9], ARGV[10], ARGV[11]
+
+-- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
+-- and so does a heartbeat whose connection's previous one lies in an earlier quarter of the TTL;
+-- a connection beating at least once a presence window (at most a third of the TTL) thus refreshes
+-- them at least every quarter TTL plus a window, and a steady heartbeat skips the PEXPIREs.
+local function crossedQuarter(previousBeat)
+  local quarter = keyTtl / 4
+  return math.floor(previousBeat / quarter) ~= math.floor(now / quarter)
+end
+
+local raw = rcall('HGET', roomKey, user)
+if raw then
+  local flags, pos, overdue = sbyte(raw, 7), 8, false
+  if flags >= TYPING then
+    overdue = sunpack('>I6', raw, 8) + typingWindow <= now
+    flags, pos = flags - TYPING, 14
+  end
+  local at, previousBeat
+  for _ = 1, flags do
+    local len = sbyte(raw, pos)
+    local beat = sunpack('>I6', raw, pos + 1 + len)
+    if beat + presenceWindow <= now then
+      overdue = true
+    end
+    if not at and ssub(raw, pos + 1, pos + len) == conn then
+      at, previousBeat = pos + 1 + len, beat
+    end
+    pos = pos + 7 + len
+  end
+  if at and not overdue and (state == '' or state == ssub(raw, pos)) then
+    rcall('HSET', roomKey, user, ssub(raw, 1, at - 1) .. spack('>I6', now) .. ssub(raw, at + 6))
+    if crossedQuarter(previousBeat) then
+      refreshTtl()
+    end
+    return { 0, 0, '' }
+  end
+end
+
+local rec = settle(user, raw and decode(raw))
+local joined = not rec
+if joined then
+  rec = { j = now, ids = {}, beats = {}, s = '' }
+  if rcall('EXISTS', roomKey) == 0 then
+    -- A new chain of events: the room's members may have vanished unannounced with the safety-net
+    -- expiry, so the join must not claim to follow the room's last event.
+    rcall('HSET', roomKey, '', 0)
+    rcall('DEL', indexKey)
+  end
+end
+local slot = findConnection(rec, conn)
+local previousBeat = slot and rec.beats[slot]
+if not slot then
+  slot = #rec.ids + 1
+  if slot > MAX_CONNECTIONS then
+    slot = 1
+    for i = 2, #rec.ids do
+      if rec.beats[i] < rec.beats[slot] then
+        slot = i
+      end
+    end
+  end
+  rec.ids[slot] = conn
+end
+rec.beats[slot] = now
+local changed = state ~= '' and state ~= rec.s
+if changed then
+  rec.s = state
+end
+save(user, rec)
+
+local reply = { 0, 0, '' }
+if joined then
+  rcall('ZADD', dueKey, 'LT', now + presenceWindow, room)
+  if indexed() then
+    rcall('ZADD', indexKey, now + presenceWindow, user)
+  elseif memberCount() > INDEX_FROM then
+    buildIndex()
+  end
+  reply = remember({ 1, publish(user, 'join', stateFragment(rec.s) .. rosterFragment()), epoch })
+elseif changed then
+  reply = remember({ 0, publish(user, 'update', stateFragment(rec.s)), epoch })
+end
+if not previousBeat or crossedQuarter(previousBeat) then
+  refreshTtl()
+end
+return reply

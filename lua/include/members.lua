@@ -1,0 +1,87 @@
+--[[
+  Members expiring and leaving, with the events that say so, and the room's index of deadlines.
+]]
+-- @include "room"
+-- @include "record"
+-- @include "events"
+local function save(user, rec)
+  rcall('HSET', roomKey, user, encode(rec))
+end
+
+-- The index of a room that passed INDEX_FROM members: each member's deadline.
+local function buildIndex()
+  local all = rcall('HGETALL', roomKey)
+  local args = {}
+  for i = 1, #all, 2 do
+    if all[i] ~= '' then
+      args[#args + 1] = deadline(decode(all[i + 1]))
+      args[#args + 1] = all[i]
+    end
+  end
+  rcall('ZADD', indexKey, unpack(args))
+end
+
+-- The member leaves: a typing mark never outlives presence, so it stops first. An emptied room
+-- goes with its keys and due entry; its next member starts a new chain of events.
+local function removeMember(user, rec, reason)
+  if rec.t then
+    publish(user, 'typing-stop', reasonFragment(rec.t + typingWindow <= now and 'expired' or 'left'))
+  end
+  rcall('HDEL', roomKey, user)
+  local wasIndexed = indexed()
+  if wasIndexed then
+    rcall('ZREM', indexKey, user)
+  end
+  local seq = publish(user, 'leave', reasonFragment(reason) .. rosterFragment())
+  local count = memberCount()
+  if count == 0 then
+    rcall('DEL', roomKey, indexKey)
+    rcall('ZREM', dueKey, room)
+  elseif wasIndexed and count <= INDEX_UNTIL then
+    rcall('DEL', indexKey)
+  end
+  return seq
+end
+
+-- Drops the record's expired connections and typing mark, publishing the overdue events. Returns
+-- the record, or nil if the member thereby left, and counts: connections dropped, leaves, stops.
+local function expire(user, rec)
+  local ids, beats, dropped = {}, {}, 0
+  for i = 1, #rec.ids do
+    if rec.beats[i] + presenceWindow > now then
+      ids[#ids + 1], beats[#beats + 1] = rec.ids[i], rec.beats[i]
+    else
+      dropped = dropped + 1
+    end
+  end
+  if #ids == 0 then
+    removeMember(user, rec, 'expired')
+    return nil, dropped, 1, rec.t and 1 or 0
+  end
+  rec.ids, rec.beats = ids, beats
+  local stops = 0
+  if rec.t and rec.t + typingWindow <= now then
+    rec.t = nil
+    publish(user, 'typing-stop', reasonFragment('expired'))
+    stops = 1
+  end
+  save(user, rec)
+  return rec, dropped, 0, stops
+end
+
+-- The member's live record, after anything overdue in it was expired and announced.
+local function settle(user, rec)
+  if rec and deadline(rec) <= now then
+    return (expire(user, rec))
+  end
+  return rec
+end
+
+local function findConnection(rec, conn)
+  for i = 1, #rec.ids do
+    if rec.ids[i] == conn then
+      return i
+    end
+  end
+  return nil
+end

@@ -1,0 +1,50 @@
+--[[
+  Shared by every script of a room: its keys, the deployment's settings and Redis's clock.
+  A room's keys and its bucket's keys share the bucket's hash tag, so one call stays in one slot.
+
+  KEYS[1] room      hash: user -> member record (see record); field '' -> seq of the room's last
+                    event (0 before the first), present whenever the room has members
+  KEYS[2] index     zset: user -> lower bound of the member's next deadline; only while the room
+                    holds more than INDEX_FROM members (built then, dropped at INDEX_UNTIL)
+  KEYS[3] due       zset of the bucket: room -> lower bound of the room's next deadline
+  KEYS[4] seq       hash of the bucket: 'n' event counter, 'epoch', 'node' (run_id that owns it)
+  KEYS[5] log       stream of the bucket's events (written only when ARGV[6] > 0)
+  KEYS[6] replay    string: the reply of this call, kept so that a resent call gets it again
+  ARGV[1] presence window ms   ARGV[2] typing window ms   ARGV[3] key ttl ms (safety net)
+  ARGV[4] users listed in join and leave events   ARGV[5] the bucket's channel prefix
+  ARGV[6] log length (0: no log)   ARGV[7] replay window ms
+  ARGV[8] room, then the script's own arguments
+]]
+-- @include "clock"
+local rcall = redis.call
+local roomKey, indexKey, dueKey, seqKey, logKey, replayKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local presenceWindow = tonumber(ARGV[1])
+local typingWindow = tonumber(ARGV[2])
+local keyTtl = tonumber(ARGV[3])
+local eventRosterLimit = tonumber(ARGV[4])
+local channelPrefix = ARGV[5]
+local logLength = tonumber(ARGV[6])
+local replayWindow = tonumber(ARGV[7])
+local room = ARGV[8]
+-- Rooms above INDEX_FROM members keep an index of deadlines; it goes at INDEX_UNTIL (hysteresis).
+local INDEX_FROM, INDEX_UNTIL = 128, 64
+-- Keeps every record, and so every script, bounded.
+local MAX_CONNECTIONS = 64
+
+
+-- Members in the room: every field but ''.
+local function memberCount()
+  local n = rcall('HLEN', roomKey)
+  return n > 0 and n - 1 or 0
+end
+
+local function indexed()
+  return rcall('EXISTS', indexKey) == 1
+end
+
+-- The safety net: the room's keys expire keyTtl after the last refresh (see heartbeat).
+local function refreshTtl()
+  rcall('PEXPIRE', roomKey, keyTtl)
+  rcall('PEXPIRE', indexKey, keyTtl)
+  rcall('PEXPIRE', dueKey, keyTtl)
+end

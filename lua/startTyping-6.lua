@@ -1,0 +1,30 @@
+--[[
+  Marks a present user as typing, or refreshes the mark. Publishes 'typing-start' only when the
+  user was not typing. A user who is not present cannot type: nothing changes.
+
+  KEYS, ARGV[1..8]: see include/room.lua
+  ARGV[9] user
+
+  Reply: {outcome, seq of the event or 0, its epoch or ''}; outcome 0: user not present,
+  1: already typing (refreshed), 2: started
+]]
+-- @include "replay"
+-- @include "members"
+
+local user = ARGV[9]
+local rec = settle(user, load(user))
+if not rec then
+  return { 0, 0, '' }
+end
+local started = not rec.t
+rec.t = now
+save(user, rec)
+if not started then
+  -- The due entry and the index hold the mark's first deadline, a lower bound of this one.
+  return { 1, 0, '' }
+end
+rcall('ZADD', dueKey, 'LT', now + typingWindow, room)
+if indexed() then
+  rcall('ZADD', indexKey, 'LT', now + typingWindow, user)
+end
+return remember({ 2, publish(user, 'typing-start', ''), epoch })

@@ -1,0 +1,77 @@
+import { createHash } from "node:crypto";
+
+/** FNV-1a over the UTF-8 bytes: stable across processes and versions, cheap, well spread. */
+export function bucketOf(room: string, buckets: number): number {
+  let hash = 0x811c9dc5;
+  for (const byte of Buffer.from(room)) {
+    hash = Math.imul(hash ^ byte, 0x01000193);
+  }
+  return (hash >>> 0) % buckets;
+}
+
+/** The keys and channel of one room; every one carries its bucket's hash tag. */
+export interface RoomKeys {
+  readonly bucket: number;
+  /** KEYS of the room scripts, in their order (include/room.lua), less the call's replay key. */
+  readonly keys: readonly [room: string, index: string, due: string, seq: string, log: string];
+  readonly channelPrefix: string;
+  readonly channel: string;
+}
+
+/**
+ * Where everything lives in Redis, built in this one place. Bucket b's keys and its rooms' keys
+ * share the hash tag `{prefix:b}`, so every call touches one slot, on a Cluster too.
+ */
+export class Layout {
+  constructor(
+    readonly prefix: string,
+    readonly buckets: number,
+  ) {}
+
+  tag(bucket: number): string {
+    return `{${this.prefix}:${bucket}}`;
+  }
+
+  room(room: string): RoomKeys {
+    const bucket = bucketOf(room, this.buckets);
+    const tag = this.tag(bucket);
+    const channelPrefix = `${tag}:room:`;
+    return {
+      bucket,
+      keys: [`${tag}:u:${room}`, `${tag}:z:${room}`, this.due(bucket), `${tag}:seq`, this.log(bucket)],
+      channelPrefix,
+      channel: channelPrefix + room,
+    };
+  }
+
+  /** The bucket's rooms with something due, by their next deadline. */
+  due(bucket: number): string {
+    return `${this.tag(bucket)}:due`;
+  }
+
+  /** The bucket's event log (a stream), when the log is on. */
+  log(bucket: number): string {
+    return `${this.tag(bucket)}:log`;
+  }
+
+  /** Where the reply of one call is kept for its resends. */
+  replay(bucket: number, call: string): string {
+    return `${this.tag(bucket)}:r:${call}`;
+  }
+
+  /** The settings every instance of the deployment must share. */
+  get deployment(): string {
+    return `${this.prefix}:deployment`;
+  }
+}
+
+/**
+ * A connection id as records store it: verbatim up to 8 bytes, otherwise the first 9 bytes of
+ * its SHA-256 (9 bytes: never equal to a verbatim id, so short ids stay exact). Keeps a record of
+ * two UUID connections and a small state within Redis's compact encoding (64 bytes).
+ */
+export function connectionKey(connection: string): string | Buffer {
+  const bytes = Buffer.from(connection);
+  if (bytes.length <= 8) return connection;
+  return createHash("sha256").update(bytes).digest().subarray(0, 9);
+}

@@ -1,0 +1,76 @@
+import { createHash } from "node:crypto";
+import { readdirSync, readFileSync } from "node:fs";
+
+/** One script of lua/, its includes expanded, ready for `defineCommand`. */
+export interface LuaScript {
+  readonly name: string;
+  readonly numberOfKeys: number;
+  readonly lua: string;
+  /** SHA-1 of the expanded source: names the command, so two releases never share one. */
+  readonly sha: string;
+}
+
+export const LUA_DIR = new URL("../../lua/", import.meta.url);
+const FILE_NAME = /^([a-z][A-Za-z]*)-(\d+)\.lua$/;
+const INCLUDE_LINE = /^-- @include\b.*$/gm;
+const INCLUDE = /^-- @include "([A-Za-z]+)"$/;
+
+function includesOf(source: string, where: string): string[] {
+  return (source.match(INCLUDE_LINE) ?? []).map((line) => {
+    const name = INCLUDE.exec(line)?.[1];
+    if (!name) throw new Error(`rollcall: ${where}: malformed include line ${line}`);
+    return name;
+  });
+}
+
+/**
+ * A script with its includes in front of it: each include once, after the includes it names
+ * itself, whatever order they are listed in. Unknown names and cycles are errors.
+ */
+export function expandIncludes(
+  source: string,
+  where: string,
+  readInclude: (name: string) => string | undefined,
+): string {
+  const emitted = new Set<string>();
+  const path: string[] = [];
+  const parts: string[] = [];
+  const visit = (name: string, from: string) => {
+    if (emitted.has(name)) return;
+    if (path.includes(name)) {
+      throw new Error(`rollcall: include cycle ${[...path, name].join(" -> ")}`);
+    }
+    const body = readInclude(name);
+    if (body === undefined) throw new Error(`rollcall: ${from} includes unknown "${name}"`);
+    path.push(name);
+    for (const dependency of includesOf(body, `include/${name}.lua`)) visit(dependency, name);
+    path.pop();
+    emitted.add(name);
+    parts.push(body.replace(INCLUDE_LINE, ""));
+  };
+  for (const name of includesOf(source, where)) visit(name, where);
+  parts.push(source.replace(INCLUDE_LINE, ""));
+  return parts.join("\n");
+}
+
+/** Reads a folder of scripts: names and key counts from the file names, includes expanded. */
+export function loadScripts(dir: URL = LUA_DIR): ReadonlyMap<string, LuaScript> {
+  const files = readdirSync(dir).filter((f) => f.endsWith(".lua"));
+  if (files.length === 0) throw new Error(`rollcall: no Lua scripts in ${dir.pathname}`);
+  const readInclude = (name: string) => {
+    try {
+      return readFileSync(new URL(`include/${name}.lua`, dir), "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+  const scripts = new Map<string, LuaScript>();
+  for (const file of files) {
+    const match = FILE_NAME.exec(file);
+    if (!match) throw new Error(`rollcall: Lua file ${file} is not named <name>-<keys>.lua`);
+    const lua = expandIncludes(readFileSync(new URL(file, dir), "utf8"), file, readInclude);
+    const sha = createHash("sha1").update(lua).digest("hex");
+    scripts.set(match[1]!, { name: match[1]!, numberOfKeys: Number(match[2]), lua, sha });
+  }
+  return scripts;
+}

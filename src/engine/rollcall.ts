@@ -1,0 +1,178 @@
+import { randomBytes } from "node:crypto";
+import { SettingsMismatchError } from "../protocol/errors.js";
+import { checkId } from "../protocol/ids.js";
+import { integer, knownKeys } from "../protocol/options.js";
+import { encodeState, type MemberState } from "../protocol/state.js";
+import { connectionKey, Layout } from "./layout.js";
+import { Scripts, type Arg, type Client, type Script } from "./script.js";
+import { deployment } from "./scripts/deployment.js";
+import { dueRooms } from "./scripts/dueRooms.js";
+import { heartbeat, type HeartbeatResult } from "./scripts/heartbeat.js";
+import { leave, type LeaveResult } from "./scripts/leave.js";
+import { roster, type Roster } from "./scripts/roster.js";
+import { setState, type StateResult } from "./scripts/setState.js";
+import { startTyping, type TypingResult } from "./scripts/startTyping.js";
+import { stopTyping, type StopTypingResult } from "./scripts/stopTyping.js";
+import { sweepRoom, type SweepCounts } from "./scripts/sweepRoom.js";
+import { deploymentFields, differences, settle, type RollcallOptions, type Settings } from "./settings.js";
+
+/** Members one sweepRoom call expires at most: it bounds the time Redis spends in one script. */
+const SWEEP_BATCH = 16;
+
+/**
+ * Presence in Redis: who is in each room, who is typing, and an event for every change.
+ * Every method is one script call (sweepRoom loops over a big room in batches).
+ */
+export class Rollcall {
+  readonly settings: Settings;
+  readonly layout: Layout;
+  private readonly scripts: Scripts;
+  private checked: Promise<void> | undefined;
+  /** Calls get ids `<process><counter>`: unique across processes without a random draw each. */
+  private readonly callPrefix = randomBytes(6).toString("base64url");
+  private calls = 0;
+
+  constructor(
+    readonly redis: Client,
+    options?: RollcallOptions,
+  ) {
+    this.settings = settle(options);
+    this.layout = new Layout(this.settings.prefix, this.settings.buckets);
+    this.scripts = new Scripts(redis);
+  }
+
+  /**
+   * Checks this instance's settings against the deployment's, stored in Redis by its first
+   * instance. Every call awaits it; call it at start-up to fail early. Rejects with
+   * SETTINGS_MISMATCH for good, or with the outage that kept it from checking (then it retries).
+   */
+  ready(): Promise<void> {
+    this.checked ??= this.checkDeployment().catch((error: unknown) => {
+      if (!(error instanceof SettingsMismatchError)) this.checked = undefined;
+      throw error;
+    });
+    return this.checked;
+  }
+
+  /** Refreshes a connection; the first live connection of a user publishes `join`. */
+  async heartbeat(
+    room: string,
+    user: string,
+    connection: string,
+    options?: { state?: MemberState },
+  ): Promise<HeartbeatResult> {
+    const { state } = knownKeys(options, ["state"]);
+    return this.call(heartbeat, room, {
+      user: checkId("user", user),
+      connection: this.connection(connection),
+      state: state === undefined ? "" : this.encode(state),
+    });
+  }
+
+  /** The clean disconnect: removes a connection; the last one publishes `leave`. */
+  async leave(room: string, user: string, connection: string): Promise<LeaveResult> {
+    return this.call(leave, room, {
+      user: checkId("user", user),
+      connection: this.connection(connection),
+    });
+  }
+
+  async startTyping(room: string, user: string): Promise<TypingResult> {
+    return this.call(startTyping, room, { user: checkId("user", user) });
+  }
+
+  /** Clears the typing mark, e.g. when the user sends the message. */
+  async stopTyping(room: string, user: string): Promise<StopTypingResult> {
+    return this.call(stopTyping, room, { user: checkId("user", user) });
+  }
+
+  async setState(room: string, user: string, state: MemberState): Promise<StateResult> {
+    return this.call(setState, room, { user: checkId("user", user), state: this.encode(state) });
+  }
+
+  /** The room's members and typists as one snapshot, consistent with the events at `seq`. */
+  async roster(room: string): Promise<Roster> {
+    return this.call(roster, room, { room, limit: this.settings.rosterLimit }, false);
+  }
+
+  /** Expires and announces everything due in one room now, `batch` members per script call. */
+  async sweepRoom(
+    room: string,
+    options?: { batch?: number },
+  ): Promise<SweepCounts & { calls: number }> {
+    const { batch = SWEEP_BATCH } = knownKeys(options, ["batch"]);
+    integer("batch", batch, 1, 10_000);
+    const counts = { connections: 0, leaves: 0, typingStops: 0, calls: 0 };
+    let more = true;
+    while (more) {
+      const swept = await this.call(sweepRoom, room, { batch });
+      counts.connections += swept.connections;
+      counts.leaves += swept.leaves;
+      counts.typingStops += swept.typingStops;
+      counts.calls += 1;
+      more = swept.more;
+    }
+    return counts;
+  }
+
+  /** Rooms of a bucket with something due now (what a Sweeper settles), at most `limit`. */
+  async dueRooms(bucket: number, limit: number): Promise<string[]> {
+    integer("bucket", bucket, 0, this.settings.buckets - 1);
+    integer("limit", limit, 1, 10_000);
+    await this.ready();
+    return this.scripts.run(dueRooms, [this.layout.due(bucket)], [], { limit });
+  }
+
+  /** The pub/sub channel of a room's events (sharded: it lives in the room's hash slot). */
+  channel(room: string): string {
+    return this.layout.room(checkId("room", room)).channel;
+  }
+
+  /** Runs a room script; one that changes something gets a replay key for its resends. */
+  private async call<Input, Output>(
+    script: Script<Input, Output>,
+    room: string,
+    input: Input,
+    changes = true,
+  ): Promise<Output> {
+    const target = this.layout.room(checkId("room", room));
+    await this.ready();
+    const s = this.settings;
+    const keys = changes
+      ? [...target.keys, this.layout.replay(target.bucket, this.callId())]
+      : target.keys.slice(0, 4);
+    const shared: Arg[] = [
+      s.presenceWindowMs,
+      s.typingWindowMs,
+      s.keyTtlMs,
+      s.eventRosterLimit,
+      target.channelPrefix,
+      s.logLength,
+      s.replayWindowMs,
+      room,
+    ];
+    return this.scripts.run(script, keys, shared, input);
+  }
+
+  private async checkDeployment(): Promise<void> {
+    const ours = deploymentFields(this.settings);
+    const stored = await this.scripts.run(deployment, [this.layout.deployment], [], {
+      fields: ours,
+    });
+    const found = stored.length === 0 ? [] : differences(stored, ours);
+    if (found.length > 0) throw new SettingsMismatchError(found);
+  }
+
+  private callId(): string {
+    this.calls += 1;
+    return this.callPrefix + this.calls.toString(36);
+  }
+
+  private connection(connection: string): Arg {
+    return connectionKey(checkId("connection", connection));
+  }
+
+  private encode(state: MemberState): string {
+    return encodeState(state, this.settings.maxStateBytes);
+  }
+}

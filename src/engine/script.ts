@@ -1,0 +1,113 @@
+import type { Cluster, Redis } from "ioredis";
+import { RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
+import type { EventId } from "../protocol/events.js";
+import { LUA_DIR, loadScripts, type LuaScript } from "./loader.js";
+
+export type Client = Redis | Cluster;
+export type Arg = string | number | Buffer;
+
+/**
+ * One operation run in Redis: the file lua/<name>-<keys>.lua, how its own arguments are encoded
+ * and how its reply is read. Each lives in a module of engine/scripts/.
+ */
+export interface Script<Input, Output> {
+  readonly name: string;
+  args(input: Input): Arg[];
+  decode(reply: Reply, input: Input): Output;
+}
+
+/** A script's reply, read field by field; a field of the wrong shape is an UnexpectedReplyError. */
+export class Reply {
+  constructor(
+    private readonly script: string,
+    readonly values: readonly unknown[],
+  ) {}
+
+  get length(): number {
+    return this.values.length;
+  }
+
+  /** An integer (RESP integers arrive as numbers; strings are coerced, floats refused). */
+  int(index: number): number {
+    const value = this.values[index];
+    const n = typeof value === "string" ? Number(value) : value;
+    if (typeof n !== "number" || !Number.isSafeInteger(n)) this.unexpected(`integer at ${index}`);
+    return n;
+  }
+
+  str(index: number): string {
+    const value = this.values[index];
+    if (typeof value !== "string") this.unexpected(`string at ${index}`);
+    return value;
+  }
+
+  /** One of a script's named outcomes, sent as its index. */
+  outcome<T extends string>(index: number, names: readonly T[]): T {
+    const name = names[this.int(index)];
+    if (name === undefined) this.unexpected(`outcome at ${index}`);
+    return name;
+  }
+
+  /** The event a call published: seq at `index` (0 for none), its epoch next. */
+  event(index: number): EventId | null {
+    const seq = this.int(index);
+    return seq === 0 ? null : { epoch: this.str(index + 1), seq };
+  }
+
+  private unexpected(what: string): never {
+    throw new UnexpectedReplyError(`${what} in the reply of ${this.script}`, this.values);
+  }
+}
+
+type Command = (...args: Arg[]) => Promise<unknown>;
+
+const loaded = new Map<string, ReadonlyMap<string, LuaScript>>();
+
+/**
+ * The one typed boundary between TypeScript and the scripts: defines them on a client under
+ * names that carry their version, runs them, and turns failures into typed errors.
+ */
+export class Scripts {
+  private readonly sources: ReadonlyMap<string, LuaScript>;
+
+  constructor(
+    private readonly client: Client,
+    dir: URL = LUA_DIR,
+  ) {
+    let sources = loaded.get(dir.href);
+    if (!sources) loaded.set(dir.href, (sources = loadScripts(dir)));
+    this.sources = sources;
+    for (const source of sources.values()) {
+      client.defineCommand(commandName(source), {
+        lua: source.lua,
+        numberOfKeys: source.numberOfKeys,
+      });
+    }
+  }
+
+  async run<Input, Output>(
+    script: Script<Input, Output>,
+    keys: readonly string[],
+    shared: readonly Arg[],
+    input: Input,
+  ): Promise<Output> {
+    const source = this.sources.get(script.name);
+    if (!source) throw new Error(`rollcall: lua/${script.name}-N.lua is missing`);
+    if (keys.length !== source.numberOfKeys) {
+      throw new Error(`rollcall: ${script.name} takes ${source.numberOfKeys} keys, not ${keys.length}`);
+    }
+    const command = (this.client as unknown as Record<string, Command>)[commandName(source)]!;
+    let reply: unknown;
+    try {
+      reply = await command.call(this.client, ...keys, ...shared, ...script.args(input));
+    } catch (error) {
+      throw new RedisCallError(script.name, error);
+    }
+    if (!Array.isArray(reply)) throw new UnexpectedReplyError(`reply of ${script.name}`, reply);
+    return script.decode(new Reply(script.name, reply), input);
+  }
+}
+
+function commandName(source: LuaScript): string {
+  return `rollcall_${source.name}_${source.sha.slice(0, 12)}`;
+}

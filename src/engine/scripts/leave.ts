@@ -1,0 +1,21 @@
+import type { EventId } from "../../protocol/events.js";
+import type { Arg, Script } from "../script.js";
+
+export interface LeaveResult {
+  /** The connection was live and is now removed. */
+  removed: boolean;
+  /** It was the user's last live connection: a `leave` was published. */
+  left: boolean;
+  event: EventId | null;
+}
+
+const OUTCOMES = ["absent", "removed", "left"] as const;
+
+export const leave: Script<{ user: string; connection: Arg }, LeaveResult> = {
+  name: "leave",
+  args: ({ user, connection }) => [user, connection],
+  decode: (reply) => {
+    const outcome = reply.outcome(0, OUTCOMES);
+    return { removed: outcome !== "absent", left: outcome === "left", event: reply.event(1) };
+  },
+};

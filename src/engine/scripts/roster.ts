@@ -1,0 +1,72 @@
+import { UnexpectedReplyError } from "../../protocol/errors.js";
+import { compareIds } from "../../protocol/ids.js";
+import { parseState, type MemberState } from "../../protocol/state.js";
+import type { Reply, Script } from "../script.js";
+
+export interface RosterMember {
+  user: string;
+  /** Connections heartbeating the user into the room. */
+  connections: number;
+  /** Redis time of the user's latest heartbeat, ms. */
+  lastSeen: number;
+  /** Redis time at which the user joined, ms. */
+  joinedAt: number;
+  /** Redis time of the user's latest startTyping, ms, or null when not typing (the typing-start
+   * event's `at` is when typing began; the mark stops typingWindowMs after this). */
+  typedAt: number | null;
+  state: MemberState | null;
+}
+
+export interface Roster {
+  room: string;
+  /** The sequence space of `seq`: events of another epoch call for a new snapshot. */
+  epoch: string;
+  /** Apply events of this epoch whose `prev` is this number, then the later ones in order. */
+  seq: number;
+  /** All members of the room; `members` lists at most `rosterLimit` of them. */
+  count: number;
+  /** In the byte order of their ids. */
+  members: RosterMember[];
+  /** Users typing, in member order. */
+  typing: string[];
+}
+
+const FIELDS = 6;
+
+function state(reply: Reply, index: number): MemberState | null {
+  const json = reply.str(index);
+  if (json === "") return null;
+  try {
+    return parseState(json);
+  } catch {
+    throw new UnexpectedReplyError("member state in a roster", json);
+  }
+}
+
+export const roster: Script<{ room: string; limit: number }, Roster> = {
+  name: "roster",
+  args: ({ limit }) => [limit],
+  decode: (reply, { room }) => {
+    const members: RosterMember[] = [];
+    for (let i = 3; i < reply.length; i += FIELDS) {
+      const typedAt = reply.int(i + 4);
+      members.push({
+        user: reply.str(i),
+        connections: reply.int(i + 1),
+        lastSeen: reply.int(i + 2),
+        joinedAt: reply.int(i + 3),
+        typedAt: typedAt === 0 ? null : typedAt,
+        state: state(reply, i + 5),
+      });
+    }
+    members.sort((a, b) => compareIds(a.user, b.user));
+    return {
+      room,
+      epoch: reply.str(0),
+      seq: reply.int(1),
+      count: reply.int(2),
+      members,
+      typing: members.filter((m) => m.typedAt !== null).map((m) => m.user),
+    };
+  },
+};

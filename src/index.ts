@@ -1,0 +1,30 @@
+export { Rollcall } from "./engine/rollcall.js";
+export type { RollcallOptions, Settings } from "./engine/settings.js";
+export type { HeartbeatResult } from "./engine/scripts/heartbeat.js";
+export type { LeaveResult } from "./engine/scripts/leave.js";
+export type { TypingResult } from "./engine/scripts/startTyping.js";
+export type { StopTypingResult } from "./engine/scripts/stopTyping.js";
+export type { StateResult } from "./engine/scripts/setState.js";
+export type { Roster, RosterMember } from "./engine/scripts/roster.js";
+export type { SweepCounts } from "./engine/scripts/sweepRoom.js";
+export { Sweeper, type SweeperOptions, type PassStats } from "./runtime/sweeper.js";
+export {
+  Subscriber,
+  type SubscriberOptions,
+  type SubscribeOptions,
+  type Subscription,
+  type PresenceListener,
+} from "./runtime/subscriber.js";
+export { RoomWatch, type SyncReason } from "./runtime/watch.js";
+export {
+  Replica,
+  type ReplicaMember,
+  type ReplicaRoster,
+  type RosterChange,
+  type Snapshot,
+  type Outcome,
+} from "./protocol/replica.js";
+export { parseEvent, checkEvent, EVENT_TYPES } from "./protocol/events.js";
+export type * from "./protocol/events.js";
+export * from "./protocol/errors.js";
+export type { MemberState, JsonValue } from "./protocol/state.js";

@@ -1,0 +1,200 @@
+import type { EventType, PresenceEvent } from "./events.js";
+import { compareIds } from "./ids.js";
+import type { MemberState } from "./state.js";
+
+/**
+ * A member as a replica knows it: what the events carry. Connections, lastSeen and a refreshed
+ * typing mark change without an event, so a replica could follow them only by polling; it leaves
+ * them out instead, and matches roster() exactly on everything it keeps.
+ */
+export interface ReplicaMember {
+  readonly user: string;
+  /** Redis time of the join, ms. */
+  readonly joinedAt: number;
+  readonly state: MemberState | null;
+}
+
+/** A roster snapshot: what roster() returns, or anything shaped like it. */
+export interface Snapshot {
+  readonly room: string;
+  readonly epoch: string;
+  readonly seq: number;
+  readonly count: number;
+  readonly members: readonly ReplicaMember[];
+  readonly typing: readonly string[];
+}
+
+/** The replica's roster: members in roster() order (their ids' byte order), typists likewise. */
+export interface ReplicaRoster extends Snapshot {
+  /** Seq of the last event applied, or of the snapshot when none was applied since. */
+  readonly seq: number;
+}
+
+/** One change of the replica, named like the event type that announces it. */
+export interface RosterChange {
+  readonly type: EventType;
+  readonly user: string;
+  /** The event that announced it, or null when a snapshot revealed it. */
+  readonly event: PresenceEvent | null;
+}
+
+/** What an event or a snapshot did to the replica. */
+export interface Outcome {
+  readonly changes: readonly RosterChange[];
+  /** Events were missed: take a snapshot and install it (events are held meanwhile). */
+  readonly resync: boolean;
+}
+
+interface Members {
+  readonly members: ReadonlyMap<string, ReplicaMember>;
+  readonly typists: ReadonlySet<string>;
+}
+
+/**
+ * The pure logic of a live roster: a snapshot, then the events that follow it in order. An event
+ * of the same epoch whose `prev` is the last number applied follows (as does the first event of a
+ * new chain, `prev` 0, in an empty room); one at or below it is already covered; anything else,
+ * or another epoch, is a gap: events were missed and a new snapshot must replace the replica.
+ * While a snapshot is awaited, events are held and applied after it. No I/O: the caller fetches
+ * snapshots and delivers events (RoomWatch over Redis, the browser client over a WebSocket).
+ */
+export class Replica {
+  private members = new Map<string, ReplicaMember>();
+  private typists = new Set<string>();
+  private epoch = "";
+  private seq = 0;
+  private count = 0;
+  /** Events held while a snapshot is awaited; null when events apply directly. */
+  private held: PresenceEvent[] | null = [];
+  private view: ReplicaRoster | undefined;
+
+  constructor(readonly room: string) {}
+
+  get roster(): ReplicaRoster {
+    this.view ??= this.render();
+    return this.view;
+  }
+
+  /** A snapshot is awaited: events are held until it is installed. */
+  get holding(): boolean {
+    return this.held !== null;
+  }
+
+  /** Holds events from now on: they may be incomplete (a lost connection) until a snapshot. */
+  hold(): void {
+    this.held ??= [];
+  }
+
+  receive(event: PresenceEvent): Outcome {
+    if (this.held) {
+      this.held.push(event);
+      return NOTHING;
+    }
+    if (event.epoch === this.epoch && event.seq <= this.seq) return NOTHING;
+    if (!this.follows(event)) {
+      this.held = [event];
+      return { changes: [], resync: true };
+    }
+    return { changes: [this.apply(event)], resync: false };
+  }
+
+  /** Replaces the replica with a snapshot, then applies the held events that follow it. */
+  install(snapshot: Snapshot): Outcome {
+    const before: Members = { members: this.members, typists: this.typists };
+    this.members = new Map(snapshot.members.map((m) => [m.user, member(m)]));
+    this.typists = new Set(snapshot.typing);
+    this.epoch = snapshot.epoch;
+    this.seq = snapshot.seq;
+    this.count = snapshot.count;
+    this.view = undefined;
+    const held = this.held ?? [];
+    this.held = null;
+    const changes = differences(before, { members: this.members, typists: this.typists });
+    for (const event of held) {
+      const outcome = this.receive(event);
+      changes.push(...outcome.changes);
+      if (outcome.resync) {
+        // The rest are held again, behind the event that revealed the gap.
+        this.held!.push(...held.slice(held.indexOf(event) + 1));
+        return { changes, resync: true };
+      }
+    }
+    return { changes, resync: false };
+  }
+
+  private follows(event: PresenceEvent): boolean {
+    if (event.epoch !== this.epoch) return false;
+    return event.prev === this.seq || (event.prev === 0 && this.count === 0);
+  }
+
+  private apply(event: PresenceEvent): RosterChange {
+    const { user } = event;
+    switch (event.type) {
+      case "join":
+        this.members.set(user, member({ user, joinedAt: event.at, state: event.state }));
+        this.count = event.count;
+        break;
+      case "leave":
+        this.members.delete(user);
+        this.typists.delete(user);
+        this.count = event.count;
+        break;
+      case "typing-start":
+        this.typists.add(user);
+        break;
+      case "typing-stop":
+        this.typists.delete(user);
+        break;
+      case "update": {
+        const known = this.members.get(user);
+        if (known) this.members.set(user, member({ ...known, state: event.state }));
+        break;
+      }
+    }
+    this.seq = event.seq;
+    this.view = undefined;
+    return { type: event.type, user, event };
+  }
+
+  private render(): ReplicaRoster {
+    const members = [...this.members.values()].sort((a, b) => compareIds(a.user, b.user));
+    return Object.freeze({
+      room: this.room,
+      epoch: this.epoch,
+      seq: this.seq,
+      count: this.count,
+      members: Object.freeze(members),
+      typing: Object.freeze(members.filter((m) => this.typists.has(m.user)).map((m) => m.user)),
+    });
+  }
+}
+
+const NOTHING: Outcome = Object.freeze({ changes: Object.freeze([]), resync: false });
+
+function member({ user, joinedAt, state }: ReplicaMember): ReplicaMember {
+  return Object.freeze({ user, joinedAt, state });
+}
+
+/** What a snapshot changed, as the events that would have announced it. */
+export function differences(before: Members, after: Members): RosterChange[] {
+  const changes: RosterChange[] = [];
+  const change = (type: EventType, user: string) => changes.push({ type, user, event: null });
+  for (const [user, was] of before.members) {
+    // Another joinedAt is another stay: the user left and came back while events were missed.
+    if (after.members.get(user)?.joinedAt === was.joinedAt) continue;
+    if (before.typists.has(user)) change("typing-stop", user);
+    change("leave", user);
+  }
+  for (const [user, is] of after.members) {
+    const was = before.members.get(user);
+    const typing = after.typists.has(user);
+    if (!was || was.joinedAt !== is.joinedAt) {
+      change("join", user);
+      if (typing) change("typing-start", user);
+      continue;
+    }
+    if (JSON.stringify(was.state) !== JSON.stringify(is.state)) change("update", user);
+    if (before.typists.has(user) !== typing) change(typing ? "typing-start" : "typing-stop", user);
+  }
+  return changes;
+}
