@@ -110,12 +110,16 @@ export class Replica {
     const held = this.held ?? [];
     this.held = null;
     const changes = differences(before, { members: this.members, typists: this.typists });
-    for (const event of held) {
+    // Held events of another epoch are dropped: the snapshot already shows the state of its own
+    // epoch, and an older epoch's events are history. (A newer epoch's next event resyncs again.)
+    for (const event of held.filter((e) => e.epoch === snapshot.epoch)) {
       const outcome = this.receive(event);
       changes.push(...outcome.changes);
       if (outcome.resync) {
         // The rest are held again, behind the event that revealed the gap.
-        this.held!.push(...held.slice(held.indexOf(event) + 1));
+        this.held!.push(
+          ...held.slice(held.indexOf(event) + 1).filter((e) => e.epoch === this.epoch),
+        );
         return { changes, resync: true };
       }
     }

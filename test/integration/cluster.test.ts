@@ -1,9 +1,8 @@
 import { expect } from "chai";
-import { parseEvent, type PresenceEvent } from "../src/events.js";
-import { Rollcall } from "../src/rollcall.js";
-import { Sweeper } from "../src/sweeper.js";
-import { useCluster } from "./cluster.js";
-import { eventually, sleep } from "./support.js";
+import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
+import { Rollcall, Sweeper } from "../../src/index.js";
+import { useCluster } from "../support/cluster.js";
+import { eventually, sleep } from "../support/redis.js";
 
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 
@@ -16,7 +15,7 @@ describe("on Redis Cluster", () => {
     const rooms = Array.from({ length: 32 }, (_, i) => `room${i}`);
     const shards = new Set<string>();
     for (const room of rooms) {
-      const slot = await redis.cluster("KEYSLOT", rc.layout.of(room).keys[0]);
+      const slot = await redis.cluster("KEYSLOT", rc.layout.room(room).keys[0]);
       const owner = redis.slots[Number(slot)]![0]!;
       shards.add(owner);
     }

@@ -1,10 +1,14 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
-import { InvalidInputError, RedisCallError } from "../src/errors.js";
-import type { PresenceEvent } from "../src/events.js";
-import { Rollcall } from "../src/rollcall.js";
-import { Sweeper, type PassStats } from "../src/sweeper.js";
-import { client, eventually, listen, ownRedis, sleep, watchUnhandled } from "./support.js";
+import {
+  InvalidInputError,
+  RedisCallError,
+  Rollcall,
+  Sweeper,
+  type PassStats,
+} from "../../src/index.js";
+import type { PresenceEvent } from "../../src/protocol/events.js";
+import { client, eventually, listen, ownRedis, sleep, watchUnhandled } from "../support/redis.js";
 
 const OPTIONS = { presenceWindowMs: 2_000, typingWindowMs: 300, keyTtlMs: 6_000 };
 

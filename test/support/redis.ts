@@ -1,6 +1,6 @@
 import { Redis, type RedisOptions } from "ioredis";
-import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
-import { parseEvent, type PresenceEvent } from "../src/events.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/dev/embedded.js";
+import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
 
 let embedded: EmbeddedRedis | undefined;
 const clients = new Set<Redis>();

@@ -1,11 +1,16 @@
 import { createServer, type AddressInfo } from "node:net";
 import { expect } from "chai";
 import { Redis } from "ioredis";
-import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../src/errors.js";
-import type { PresenceEvent } from "../src/events.js";
-import { Rollcall } from "../src/rollcall.js";
-import { Subscriber, type SubscriberOptions } from "../src/subscriber.js";
-import { client, eventually, sleep, watchUnhandled } from "./support.js";
+import {
+  InvalidInputError,
+  RedisCallError,
+  UnexpectedReplyError,
+  Rollcall,
+  Subscriber,
+  type SubscriberOptions,
+} from "../../src/index.js";
+import type { PresenceEvent } from "../../src/protocol/events.js";
+import { client, eventually, sleep, watchUnhandled } from "../support/redis.js";
 
 const opened = new Set<Subscriber>();
 
@@ -197,9 +202,9 @@ describe("subscriber", () => {
     try {
       const { subscriber, errors } = subscriberOf(new Rollcall(unreachable));
       const failure = await rejection(subscriber.subscribe("room", () => {}));
-      expect(failure).to.be.instanceOf(RedisCallError).with.property("code", "REDIS_ERROR");
+      expect(failure).to.be.instanceOf(RedisCallError).with.property("code", "REDIS_UNAVAILABLE");
       const watchFailure = await rejection(subscriber.watch("room"));
-      expect(watchFailure).to.be.instanceOf(RedisCallError).with.property("code", "REDIS_ERROR");
+      expect(watchFailure).to.be.instanceOf(RedisCallError).with.property("code", "REDIS_UNAVAILABLE");
       expect(errors.length).to.be.greaterThan(0);
       expect(errors[0]).to.be.instanceOf(RedisCallError);
       expect(errors[0]!.message).to.contain("subscriber connection");

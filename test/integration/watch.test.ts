@@ -1,14 +1,20 @@
 import { isDeepStrictEqual } from "node:util";
 import { expect } from "chai";
-import { RedisCallError } from "../src/errors.js";
-import { parseEvent, type PresenceEvent } from "../src/events.js";
-import type { MemberState } from "../src/memberState.js";
-import type { RollcallOptions } from "../src/options.js";
-import { Rollcall, type Roster } from "../src/rollcall.js";
-import { Subscriber, type SubscriberOptions } from "../src/subscriber.js";
-import type { RosterChange, RoomWatch, SyncReason } from "../src/watch.js";
-import { useCluster } from "./cluster.js";
-import { client, eventually, sleep } from "./support.js";
+import {
+  RedisCallError,
+  type MemberState,
+  Rollcall,
+  type Roster,
+  Subscriber,
+  type SubscriberOptions,
+  type RosterChange,
+  type RoomWatch,
+  type SyncReason,
+} from "../../src/index.js";
+import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
+import type { RollcallOptions } from "../../src/engine/settings.js";
+import { useCluster } from "../support/cluster.js";
+import { client, eventually, sleep } from "../support/redis.js";
 
 const opened = new Set<Subscriber>();
 

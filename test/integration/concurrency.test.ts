@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import type { Redis } from "ioredis";
-import { NaiveTracker } from "../bench/naive.js";
-import { Rollcall } from "../src/rollcall.js";
-import { client, eventually, listen, sleep } from "./support.js";
+import { NaiveTracker } from "../../bench/naive.js";
+import { Rollcall } from "../../src/index.js";
+import { client, eventually, listen, sleep } from "../support/redis.js";
 
 /** Separate connections standing for separate server instances, all connected. */
 async function instances(n: number, options = {}): Promise<Rollcall[]> {

@@ -1,9 +1,8 @@
 import { expect } from "chai";
 import fc from "fast-check";
-import { InvalidInputError, type ErrorCode } from "../src/errors.js";
-import { Rollcall } from "../src/rollcall.js";
-import type { RollcallOptions } from "../src/options.js";
-import { client } from "./support.js";
+import { InvalidInputError, type ErrorCode, Rollcall } from "../../src/index.js";
+import type { RollcallOptions } from "../../src/engine/settings.js";
+import { client } from "../support/redis.js";
 
 async function rejects(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
   try {

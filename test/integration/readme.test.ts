@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { execFile } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { promisify } from "node:util";
-import { redisUrl } from "./support.js";
+import { redisUrl } from "../support/redis.js";
 
 const run = promisify(execFile);
 
@@ -10,7 +10,7 @@ const run = promisify(execFile);
 const EXPECTED = ["1 { status: 'online' }", "event: join bob\nchange: join bob 1"];
 
 describe("README", () => {
-  const readme = readFileSync(new URL("../README.md", import.meta.url), "utf8");
+  const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
   const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
 
   it("has the examples this test knows", () => {
@@ -22,7 +22,7 @@ describe("README", () => {
       this.timeout(60_000);
       // The package's own name resolves to dist/, which needs a build; the sources are the same.
       const file = new URL(`./readme-example-${i}.tmp.ts`, import.meta.url);
-      writeFileSync(file, examples[i]!.replace('from "rollcall"', 'from "../src/rollcall.js"'));
+      writeFileSync(file, examples[i]!.replace('from "rollcall"', 'from "../../src/index.js"'));
       try {
         const { stdout } = await run("npx", ["tsx", file.pathname], {
           env: { ...process.env, REDIS_URL: redisUrl() },

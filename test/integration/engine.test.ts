@@ -1,0 +1,186 @@
+import { randomUUID } from "node:crypto";
+import { expect } from "chai";
+import { Rollcall, SettingsMismatchError } from "../../src/index.js";
+import { Scripts } from "../../src/engine/script.js";
+import { heartbeat } from "../../src/engine/scripts/heartbeat.js";
+import { client, eventually, listen, sleep } from "../support/redis.js";
+
+const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+const users = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `u${i + from}`);
+
+/** How many times Redis ran each command since the last CONFIG RESETSTAT. */
+async function commandCalls(rc: Rollcall): Promise<Map<string, number>> {
+  const calls = new Map<string, number>();
+  const stats = String(await rc.redis.info("commandstats"));
+  for (const [, name, n] of stats.matchAll(/cmdstat_(\w+):calls=(\d+)/g))
+    calls.set(name!, Number(n));
+  return calls;
+}
+
+describe("engine layout", () => {
+  it("keeps each room in its own keys, a record per user, and no index below 129 members", async () => {
+    const rc = new Rollcall(client());
+    await rc.heartbeat("room", "ann", "c1", { state: { status: "online" } });
+    await rc.heartbeat("room", "ann", "c2");
+    const [room, index, due] = rc.layout.room("room").keys;
+    expect(await rc.redis.hlen(room)).to.equal(2); // ann and the room's '' field
+    expect(await rc.redis.exists(index)).to.equal(0);
+    expect(await rc.redis.zscore(due, "room")).to.be.a("string");
+    expect(await rc.redis.object("ENCODING", room)).to.equal("listpack");
+    // joinedAt 6 + flags 1 + two connections (1 + 2 + 6 each) + {"status":"online"} 19
+    expect(await rc.redis.hstrlen(room, "ann")).to.equal(6 + 1 + 2 * 9 + 19);
+  });
+
+  it("stores long connection ids as digests: two UUID tabs and a state stay compact", async () => {
+    const rc = new Rollcall(client());
+    const [a, b] = [randomUUID(), randomUUID()];
+    for (const user of users(128)) {
+      await rc.heartbeat("room", user, a, { state: { status: "online" } });
+      await rc.heartbeat("room", user, b);
+    }
+    const [room] = rc.layout.room("room").keys;
+    expect(await rc.redis.hstrlen(room, "u0")).to.be.at.most(64);
+    expect(await rc.redis.object("ENCODING", room)).to.equal("listpack");
+    expect((await rc.roster("room")).members[0]!.connections).to.equal(2);
+    expect(await rc.leave("room", "u0", a)).to.deep.include({ removed: true, left: false });
+    expect(await rc.leave("room", "u0", a)).to.deep.include({ removed: false });
+    expect(await rc.leave("room", "u0", b)).to.deep.include({ removed: true, left: true });
+  });
+
+  it("builds a room's index past 128 members and drops it at 64", async () => {
+    const rc = new Rollcall(client(), { eventRosterLimit: 5 });
+    const events = await listen([rc.channel("big")]);
+    const [, index] = rc.layout.room("big").keys;
+    for (const user of users(128)) await rc.heartbeat("big", user, "c");
+    expect(await rc.redis.exists(index)).to.equal(0);
+    await rc.heartbeat("big", "u128", "c");
+    expect(await rc.redis.zcard(index)).to.equal(129);
+    await eventually(() => events.length === 129);
+    expect(events[128]).to.deep.include({ count: 129 });
+    expect((events[128] as { roster: string[] }).roster).to.have.length(5);
+    for (const user of users(64)) await rc.leave("big", user, "c");
+    expect(await rc.redis.zcard(index)).to.equal(65);
+    await rc.leave("big", "u64", "c");
+    expect(await rc.redis.exists(index)).to.equal(0);
+    const roster = await rc.roster("big");
+    expect(roster.count).to.equal(64);
+    expect(roster.members.map((m) => m.user)).to.have.members(users(64, 65));
+  });
+
+  it("sweeps a big room in batches: each silent member once, the live ones untouched", async () => {
+    const rc = new Rollcall(client(), { ...SHORT, eventRosterLimit: 0 });
+    const events = await listen([rc.channel("big")]);
+    const silent = users(200);
+    const live = users(50, 200);
+    await Promise.all([...silent, ...live].map((u) => rc.heartbeat("big", u, "c")));
+    for (let i = 0; i < 6; i++) {
+      await sleep(200);
+      await Promise.all(live.map((u) => rc.heartbeat("big", u, "c")));
+    }
+    const swept = await rc.sweepRoom("big", { batch: 16 });
+    expect(swept).to.deep.include({ leaves: 200, connections: 200 });
+    expect(swept.calls).to.be.at.least(13);
+    await eventually(() => events.length === 450);
+    const leaves = events.filter((e) => e.type === "leave");
+    expect(new Set(leaves.map((e) => e.user))).to.deep.equal(new Set(silent));
+    expect((await rc.roster("big")).members.map((m) => m.user)).to.have.members(live);
+  });
+
+  it("settles a steady heartbeat with the room's hash alone: no index, no due entry, no event", async () => {
+    const rc = new Rollcall(client());
+    await rc.heartbeat("room", "ann", "c");
+    await rc.redis.config("RESETSTAT");
+    expect(await rc.heartbeat("room", "ann", "c")).to.deep.equal({ joined: false, event: null });
+    const calls = await commandCalls(rc);
+    calls.delete("config");
+    calls.delete("info");
+    expect(Object.fromEntries(calls)).to.deep.equal({
+      evalsha: 1,
+      time: 1,
+      get: 1,
+      hget: 1,
+      hset: 1,
+    });
+  });
+
+  it("numbers events within an epoch that roster() and every event carry", async () => {
+    const rc = new Rollcall(client());
+    const events = await listen([rc.channel("room")]);
+    await rc.heartbeat("room", "ann", "c");
+    const { event } = await rc.startTyping("room", "ann");
+    await eventually(() => events.length === 2);
+    const roster = await rc.roster("room");
+    expect(events.map((e) => e.epoch)).to.deep.equal([roster.epoch, roster.epoch]);
+    expect(event).to.deep.equal({ epoch: roster.epoch, seq: events[1]!.seq });
+    expect(roster.seq).to.equal(events[1]!.seq);
+  });
+
+  it("starts a new epoch when the counter's owner is another Redis process", async () => {
+    const rc = new Rollcall(client());
+    await rc.heartbeat("room", "ann", "c");
+    const before = await rc.roster("room");
+    // What a failover or a restart leaves behind: the counter, written by another process.
+    await rc.redis.hset(rc.layout.room("room").keys[3], "node", "another-process");
+    const { event } = await rc.startTyping("room", "ann");
+    expect(event!.epoch).to.not.equal(before.epoch);
+    expect((await rc.roster("room")).epoch).to.equal(event!.epoch);
+  });
+});
+
+describe("deployment settings", () => {
+  it("refuses an instance whose settings differ from the deployment's, with a typed error", async () => {
+    const first = new Rollcall(client(), { presenceWindowMs: 30_000 });
+    await first.heartbeat("room", "ann", "c");
+    const other = new Rollcall(client(), { presenceWindowMs: 45_000, buckets: 8 });
+    const error = await other.heartbeat("room", "bob", "c").catch((e: unknown) => e);
+    expect(error)
+      .to.be.instanceOf(SettingsMismatchError)
+      .with.property("code", "SETTINGS_MISMATCH");
+    expect((error as SettingsMismatchError).differences).to.deep.equal([
+      "buckets is 16 there, 8 here",
+      "presenceWindowMs is 30000 there, 45000 here",
+    ]);
+    await other.ready().catch((e: unknown) => expect(e).to.equal(error));
+    expect((await first.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
+    // Settings that only shape what one instance reads or sends may differ.
+    await new Rollcall(client(), { presenceWindowMs: 30_000, rosterLimit: 5 }).ready();
+  });
+
+  it("names its scripts after their source, so two releases on one client never mix", async () => {
+    const redis = client();
+    new Rollcall(redis);
+    const names = Object.keys(redis).filter((k) => /^rollcall_heartbeat_[0-9a-f]{12}$/.test(k));
+    expect(names).to.have.length(1);
+  });
+});
+
+describe("replies of resent calls", () => {
+  // Internal: the raw script, run twice with one replay key, as a client resending it would.
+  async function run(scripts: Scripts, rc: Rollcall, replay: string, user: string) {
+    const { keys, channelPrefix, bucket } = rc.layout.room("room");
+    const s = rc.settings;
+    const shared = [s.presenceWindowMs, s.typingWindowMs, s.keyTtlMs, s.eventRosterLimit];
+    return scripts.run(
+      heartbeat,
+      [...keys, rc.layout.replay(bucket, replay)],
+      [...shared, channelPrefix, s.logLength, s.replayWindowMs, "room"],
+      { user, connection: "c", state: "" },
+    );
+  }
+
+  it("gives a resent call the first run's reply, and runs nothing twice", async () => {
+    const rc = new Rollcall(client(), { replayWindowMs: 1_000 });
+    const scripts = new Scripts(rc.redis);
+    const events = await listen([rc.channel("room")]);
+    const first = await run(scripts, rc, "call-1", "ann");
+    expect(first.joined).to.equal(true);
+    expect(await run(scripts, rc, "call-1", "ann")).to.deep.equal(first);
+    // Another call is another call: the user is present now.
+    expect(await run(scripts, rc, "call-2", "ann")).to.deep.equal({ joined: false, event: null });
+    await sleep(100);
+    expect(events.map((e) => e.type)).to.deep.equal(["join"]);
+    // The reply is kept for the replay window only.
+    await sleep(1_000);
+    expect(await run(scripts, rc, "call-1", "ann")).to.deep.equal({ joined: false, event: null });
+  });
+});

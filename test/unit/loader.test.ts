@@ -1,0 +1,36 @@
+import { expect } from "chai";
+import { loadScripts } from "../../src/engine/loader.js";
+
+const fixture = (name: string) => new URL(`./fixtures/lua/${name}/`, import.meta.url);
+
+describe("the Lua loader", () => {
+  it("puts each include once before what needs it, whatever order they are listed in", () => {
+    const main = loadScripts(fixture("ordered")).get("main")!;
+    expect(main.numberOfKeys).to.equal(1);
+    const order = ["function base", "function middle", "function top", "return top()"].map((s) =>
+      main.lua.indexOf(s),
+    );
+    expect(order.every((at) => at >= 0)).to.equal(true);
+    expect([...order].sort((a, b) => a - b)).to.deep.equal(order);
+    expect(main.lua.split("function base").length).to.equal(2);
+    expect(main.lua).to.not.include("@include");
+  });
+
+  it("refuses an include cycle, naming it", () => {
+    expect(() => loadScripts(fixture("cycle"))).to.throw(/include cycle p -> q -> p/);
+  });
+
+  it("refuses an unknown include, a malformed include line, a bad file name and an empty folder", () => {
+    expect(() => loadScripts(fixture("unknown"))).to.throw(/y-0.lua includes unknown "nowhere"/);
+    expect(() => loadScripts(fixture("malformed"))).to.throw(/malformed include line/);
+    expect(() => loadScripts(fixture("badName"))).to.throw(/is not named <name>-<keys>.lua/);
+    expect(() => loadScripts(fixture("empty"))).to.throw(/no Lua scripts/);
+  });
+
+  it("names each script by the SHA-1 of its expanded source", () => {
+    const scripts = loadScripts();
+    const shas = [...scripts.values()].map((s) => s.sha);
+    expect(new Set(shas).size).to.equal(shas.length);
+    expect(scripts.get("heartbeat")!.numberOfKeys).to.equal(6);
+  });
+});
