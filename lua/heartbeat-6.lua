@@ -11,10 +11,11 @@
   KEYS, ARGV[1..8]: see include/room.lua
   ARGV[9] user   ARGV[10] connection (at most 9 bytes)   ARGV[11] state JSON, or '' to keep it
 
-  Reply: {1 if the user joined else 0, seq of the event published or 0, its epoch or ''}
+  Reply: {1 if the user joined else 0, seq of the event published or 0, its epoch or ''}, or 0
+  alone for a steady heartbeat
 ]]
 -- @include "replay"
--- @include "members"
+-- @include "packing"
 
 local user, conn, state = ARGV[9], ARGV[10], ARGV[11]
 
@@ -22,38 +23,38 @@ local user, conn, state = ARGV[9], ARGV[10], ARGV[11]
 -- and so does a heartbeat whose connection's previous one lies in an earlier quarter of the TTL;
 -- a connection beating at least once a presence window (at most a third of the TTL) thus refreshes
 -- them at least every quarter TTL plus a window, and a steady heartbeat skips the PEXPIREs.
-local function crossedQuarter(previousBeat)
-  local quarter = keyTtl / 4
-  return math.floor(previousBeat / quarter) ~= math.floor(now / quarter)
-end
+local quarter = keyTtl / 4
 
 local raw = rcall('HGET', roomKey, user)
 if raw then
-  local flags, pos, overdue = sbyte(raw, 7), 8, false
+  -- Steady unless something in the record is overdue or this beat crosses into a new quarter.
+  local flags, pos, steady = sbyte(raw, 7), 8, true
   if flags >= TYPING then
-    overdue = sunpack('>I6', raw, 8) + typingWindow <= now
+    steady = sunpack('>I6', raw, 8) + typingWindow > now
     flags, pos = flags - TYPING, 14
   end
-  local at, previousBeat
+  local at
   for _ = 1, flags do
     local len = sbyte(raw, pos)
     local beat = sunpack('>I6', raw, pos + 1 + len)
-    if beat + presenceWindow <= now then
-      overdue = true
-    end
+    steady = steady and beat + presenceWindow > now
     if not at and ssub(raw, pos + 1, pos + len) == conn then
-      at, previousBeat = pos + 1 + len, beat
+      at = pos + 1 + len
+      steady = steady and math.floor(beat / quarter) == math.floor(now / quarter)
     end
     pos = pos + 7 + len
   end
-  if at and not overdue and (state == '' or state == ssub(raw, pos)) then
+  if at and steady and (state == '' or state == ssub(raw, pos)) then
     rcall('HSET', roomKey, user, ssub(raw, 1, at - 1) .. spack('>I6', now) .. ssub(raw, at + 6))
-    if crossedQuarter(previousBeat) then
-      refreshTtl()
-    end
-    return { 0, 0, '' }
+    -- A bare 0, not a table: Redis takes longer to reply with a table than to run this path.
+    return 0
   end
 end
+
+-- Not steady: everything else is defined only now, so that a steady heartbeat never pays for it.
+-- @include "members"
+-- Keeps every record, and so every script, bounded.
+local MAX_CONNECTIONS = 64
 
 local rec = settle(user, raw and decode(raw))
 local joined = not rec
@@ -99,7 +100,7 @@ if joined then
 elseif changed then
   reply = remember({ 0, publish(user, 'update', stateFragment(rec.s)), epoch })
 end
-if not previousBeat or crossedQuarter(previousBeat) then
+if not previousBeat or math.floor(previousBeat / quarter) ~= math.floor(now / quarter) then
   refreshTtl()
 end
 return reply

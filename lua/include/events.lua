@@ -7,6 +7,10 @@
   When the log is on, the event is also appended to the bucket's stream, in the same script.
 ]]
 -- @include "room"
+-- @include "record"
+local eventRosterLimit = tonumber(ARGV[4])
+local channelPrefix = ARGV[5]
+local logLength = tonumber(ARGV[6])
 local epoch
 
 local function currentEpoch()

@@ -4,6 +4,13 @@
 -- @include "room"
 -- @include "record"
 -- @include "events"
+-- The safety net: the room's keys expire keyTtl after the last refresh (see heartbeat).
+local function refreshTtl()
+  rcall('PEXPIRE', roomKey, keyTtl)
+  rcall('PEXPIRE', indexKey, keyTtl)
+  rcall('PEXPIRE', dueKey, keyTtl)
+end
+
 local function save(user, rec)
   rcall('HSET', roomKey, user, encode(rec))
 end

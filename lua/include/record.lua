@@ -6,8 +6,19 @@
   Connection ids arrive as at most 9 bytes (longer ids are sent as a digest).
 ]]
 -- @include "room"
-local spack, sunpack, sbyte, ssub, schar = struct.pack, struct.unpack, string.byte, string.sub, string.char
-local TYPING = 128
+-- @include "packing"
+-- Rooms above INDEX_FROM members keep an index of deadlines; it goes at INDEX_UNTIL (hysteresis).
+local INDEX_FROM, INDEX_UNTIL = 128, 64
+
+-- Members in the room: every field but ''.
+local function memberCount()
+  local n = rcall('HLEN', roomKey)
+  return n > 0 and n - 1 or 0
+end
+
+local function indexed()
+  return rcall('EXISTS', indexKey) == 1
+end
 
 -- {j = joinedAt, t = typedAt or nil, ids = {...}, beats = {...}, s = state or ''}
 local function decode(raw)

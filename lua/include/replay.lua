@@ -12,6 +12,6 @@ do
 end
 
 local function remember(reply)
-  rcall('SET', replayKey, cjson.encode(reply), 'PX', replayWindow)
+  rcall('SET', replayKey, cjson.encode(reply), 'PX', tonumber(ARGV[7]))
   return reply
 end

@@ -18,33 +18,8 @@
 -- @include "clock"
 local rcall = redis.call
 local roomKey, indexKey, dueKey, seqKey, logKey, replayKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+-- Only what a steady heartbeat needs is read here; the rest where it is used.
 local presenceWindow = tonumber(ARGV[1])
 local typingWindow = tonumber(ARGV[2])
 local keyTtl = tonumber(ARGV[3])
-local eventRosterLimit = tonumber(ARGV[4])
-local channelPrefix = ARGV[5]
-local logLength = tonumber(ARGV[6])
-local replayWindow = tonumber(ARGV[7])
 local room = ARGV[8]
--- Rooms above INDEX_FROM members keep an index of deadlines; it goes at INDEX_UNTIL (hysteresis).
-local INDEX_FROM, INDEX_UNTIL = 128, 64
--- Keeps every record, and so every script, bounded.
-local MAX_CONNECTIONS = 64
-
-
--- Members in the room: every field but ''.
-local function memberCount()
-  local n = rcall('HLEN', roomKey)
-  return n > 0 and n - 1 or 0
-end
-
-local function indexed()
-  return rcall('EXISTS', indexKey) == 1
-end
-
--- The safety net: the room's keys expire keyTtl after the last refresh (see heartbeat).
-local function refreshTtl()
-  rcall('PEXPIRE', roomKey, keyTtl)
-  rcall('PEXPIRE', indexKey, keyTtl)
-  rcall('PEXPIRE', dueKey, keyTtl)
-end

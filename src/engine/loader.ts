@@ -24,8 +24,10 @@ function includesOf(source: string, where: string): string[] {
 }
 
 /**
- * A script with its includes in front of it: each include once, after the includes it names
- * itself, whatever order they are listed in. Unknown names and cycles are errors.
+ * A script with each `-- @include` line replaced by that include, once (a later line naming it
+ * again adds nothing), itself preceded by the includes it names, whatever order they are listed
+ * in. So a script can define the helpers a slow path needs after its fast path has returned.
+ * Unknown names and cycles are errors.
  */
 export function expandIncludes(
   source: string,
@@ -34,23 +36,22 @@ export function expandIncludes(
 ): string {
   const emitted = new Set<string>();
   const path: string[] = [];
-  const parts: string[] = [];
-  const visit = (name: string, from: string) => {
-    if (emitted.has(name)) return;
-    if (path.includes(name)) {
-      throw new Error(`rollcall: include cycle ${[...path, name].join(" -> ")}`);
-    }
-    const body = readInclude(name);
-    if (body === undefined) throw new Error(`rollcall: ${from} includes unknown "${name}"`);
-    path.push(name);
-    for (const dependency of includesOf(body, `include/${name}.lua`)) visit(dependency, name);
-    path.pop();
-    emitted.add(name);
-    parts.push(body.replace(INCLUDE_LINE, ""));
-  };
-  for (const name of includesOf(source, where)) visit(name, where);
-  parts.push(source.replace(INCLUDE_LINE, ""));
-  return parts.join("\n");
+  const expand = (text: string, from: string): string =>
+    text.replace(INCLUDE_LINE, (line) => {
+      const name = includesOf(line, from)[0]!;
+      if (emitted.has(name)) return "";
+      if (path.includes(name)) {
+        throw new Error(`rollcall: include cycle ${[...path, name].join(" -> ")}`);
+      }
+      const body = readInclude(name);
+      if (body === undefined) throw new Error(`rollcall: ${from} includes unknown "${name}"`);
+      path.push(name);
+      const expanded = expand(body, `include/${name}.lua`);
+      path.pop();
+      emitted.add(name);
+      return expanded;
+    });
+  return expand(source, where);
 }
 
 /** Reads a folder of scripts: names and key counts from the file names, includes expanded. */

@@ -103,6 +103,8 @@ export class Scripts {
     } catch (error) {
       throw new RedisCallError(script.name, error);
     }
+    // A bare integer is a one-field reply (a steady heartbeat's 0).
+    if (typeof reply === "number") reply = [reply];
     if (!Array.isArray(reply)) throw new UnexpectedReplyError(`reply of ${script.name}`, reply);
     return script.decode(new Reply(script.name, reply), input);
   }

@@ -12,5 +12,9 @@ export const heartbeat: Script<{ user: string; connection: Arg; state: string },
   {
     name: "heartbeat",
     args: ({ user, connection, state }) => [user, connection, state],
-    decode: (reply) => ({ joined: reply.int(0) === 1, event: reply.event(1) }),
+    // A steady heartbeat replies 0 alone.
+    decode: (reply) =>
+      reply.length === 1 && reply.int(0) === 0
+        ? { joined: false, event: null }
+        : { joined: reply.int(0) === 1, event: reply.event(1) },
   };
