@@ -8,7 +8,7 @@ node_modules/.installed: package.json package-lock.json
 	@touch $@
 
 demo: node_modules/.installed
-	$(BIN)/tsx src/demo.ts
+	$(BIN)/tsx src/dev/demo.ts
 
 # What CI runs: types, lint, format, the tests against a real redis-server, and the bench smoke run.
 test: check unit bench-smoke
@@ -19,7 +19,7 @@ check: node_modules/.installed
 	$(BIN)/prettier --check .
 
 unit: node_modules/.installed
-	$(BIN)/mocha
+	npm test
 
 bench: node_modules/.installed
 	$(BIN)/tsx bench/main.ts

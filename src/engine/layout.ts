@@ -38,7 +38,13 @@ export class Layout {
     const channelPrefix = `${tag}:room:`;
     return {
       bucket,
-      keys: [`${tag}:u:${room}`, `${tag}:z:${room}`, this.due(bucket), `${tag}:seq`, this.log(bucket)],
+      keys: [
+        `${tag}:u:${room}`,
+        `${tag}:z:${room}`,
+        this.due(bucket),
+        `${tag}:seq`,
+        this.log(bucket),
+      ],
       channelPrefix,
       channel: channelPrefix + room,
     };

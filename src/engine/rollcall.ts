@@ -14,7 +14,13 @@ import { setState, type StateResult } from "./scripts/setState.js";
 import { startTyping, type TypingResult } from "./scripts/startTyping.js";
 import { stopTyping, type StopTypingResult } from "./scripts/stopTyping.js";
 import { sweepRoom, type SweepCounts } from "./scripts/sweepRoom.js";
-import { deploymentFields, differences, settle, type RollcallOptions, type Settings } from "./settings.js";
+import {
+  deploymentFields,
+  differences,
+  settle,
+  type RollcallOptions,
+  type Settings,
+} from "./settings.js";
 
 /** Members one sweepRoom call expires at most: it bounds the time Redis spends in one script. */
 const SWEEP_BATCH = 16;

@@ -94,7 +94,9 @@ export class Scripts {
     const source = this.sources.get(script.name);
     if (!source) throw new Error(`rollcall: lua/${script.name}-N.lua is missing`);
     if (keys.length !== source.numberOfKeys) {
-      throw new Error(`rollcall: ${script.name} takes ${source.numberOfKeys} keys, not ${keys.length}`);
+      throw new Error(
+        `rollcall: ${script.name} takes ${source.numberOfKeys} keys, not ${keys.length}`,
+      );
     }
     const command = (this.client as unknown as Record<string, Command>)[commandName(source)]!;
     let reply: unknown;

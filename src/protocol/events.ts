@@ -52,11 +52,7 @@ export interface UpdateEvent extends EventBase {
 }
 
 export type PresenceEvent =
-  | JoinEvent
-  | LeaveEvent
-  | TypingStartEvent
-  | TypingStopEvent
-  | UpdateEvent;
+  JoinEvent | LeaveEvent | TypingStartEvent | TypingStopEvent | UpdateEvent;
 export type EventType = PresenceEvent["type"];
 export const EVENT_TYPES: readonly EventType[] = [
   "join",

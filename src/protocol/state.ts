@@ -1,12 +1,7 @@
 import { InvalidInputError } from "./errors.js";
 
 export type JsonValue =
-  | string
-  | number
-  | boolean
-  | null
-  | JsonValue[]
-  | { [key: string]: JsonValue };
+  string | number | boolean | null | JsonValue[] | { [key: string]: JsonValue };
 /** What a member shows about itself: status, device, … A small JSON object. */
 export type MemberState = { [key: string]: JsonValue };
 
@@ -45,7 +40,10 @@ function canonical(value: unknown, depth: number): string {
   if (typeof value === "object" && isPlainObject(value)) {
     const entries = Object.keys(value)
       .sort()
-      .map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], depth + 1)}`);
+      .map(
+        (k) =>
+          `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], depth + 1)}`,
+      );
     return `{${entries.join(",")}}`;
   }
   return invalid(`holds a ${typeof value}, which JSON cannot carry`);

@@ -90,8 +90,9 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
     });
     // A Cluster's sharded subscribers come and go per shard; the group re-subscribes and then
     // says 'subscribersReady'. A standalone connection says 'close', and 'ready' once it is back.
-    const [lostSignal, backSignal] =
-      this.connection.isCluster ? ["-subscriber", "subscribersReady"] : ["close", "ready"];
+    const [lostSignal, backSignal] = this.connection.isCluster
+      ? ["-subscriber", "subscribersReady"]
+      : ["close", "ready"];
     this.connection.on(lostSignal, () => this.onLost());
     this.connection.on(backSignal, () => void this.onBack());
   }

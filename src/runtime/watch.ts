@@ -1,7 +1,12 @@
 import { EventEmitter } from "node:events";
 import { backoff } from "../protocol/backoff.js";
 import type { PresenceEvent } from "../protocol/events.js";
-import { Replica, type Outcome, type ReplicaRoster, type RosterChange } from "../protocol/replica.js";
+import {
+  Replica,
+  type Outcome,
+  type ReplicaRoster,
+  type RosterChange,
+} from "../protocol/replica.js";
 import type { Subscriber, Subscription } from "./subscriber.js";
 
 /**

@@ -1,0 +1,209 @@
+import { backoff } from "../protocol/backoff.js";
+import type { EventType } from "../protocol/events.js";
+import {
+  parseServerFrame,
+  SUBPROTOCOL,
+  type ClientFrame,
+  type FrameErrorCode,
+  type ServerFrame,
+} from "../protocol/frames.js";
+import type { MemberState } from "../protocol/state.js";
+import { Emitter } from "./emitter.js";
+import { Room } from "./room.js";
+
+export interface ClientOptions {
+  /** The token sent with each (re)connection, or a function that gets a fresh one each time. */
+  token?: string | (() => string | Promise<string>);
+  /** First and longest pause before reconnecting (doubling, with jitter). Defaults 500 and 15 000 ms. */
+  reconnectMs?: { first?: number; max?: number };
+  /** At most one `typing` frame per room this often. Default 2 000 ms. */
+  typingIntervalMs?: number;
+  /** A WebSocket implementation, where there is no global one. */
+  WebSocket?: typeof WebSocket;
+}
+
+export type Status = "connecting" | "open" | "reconnecting" | "closed";
+
+/** An error frame from the gateway, or a connection that could not be made. */
+export class GatewayError extends Error {
+  constructor(
+    readonly code: FrameErrorCode | "CLOSED",
+    message: string,
+  ) {
+    super(message);
+    this.name = "GatewayError";
+  }
+}
+
+interface ClientEvents extends Record<string, unknown[]> {
+  status: [status: Status];
+  /** An error frame that answered no request of yours (e.g. RATE_LIMITED), or a bad frame. */
+  error: [error: GatewayError];
+}
+
+interface Pending {
+  resolve: () => void;
+  reject: (error: GatewayError) => void;
+}
+
+/**
+ * The browser side of the gateway: one WebSocket, any number of rooms, each a live roster replica
+ * (snapshot on join and on every reconnect, then events, resynced on any gap). Reconnects with
+ * backoff and jitter, and rejoins its rooms. ESM with no Node built-ins: works unbundled in a page.
+ */
+export class RollcallClient extends Emitter<ClientEvents> {
+  /** Who the gateway says this client is (its token's user), once connected. */
+  user: string | null = null;
+  private ws: WebSocket | null = null;
+  private currentStatus: Status = "connecting";
+  private readonly rooms = new Map<string, Room>();
+  private readonly pending = new Map<string, Pending>();
+  private refs = 0;
+  private failures = 0;
+  private timer: ReturnType<typeof setTimeout> | undefined;
+  private readonly WebSocketImpl: typeof WebSocket;
+
+  constructor(
+    readonly url: string,
+    private readonly options: ClientOptions = {},
+  ) {
+    super();
+    const impl = options.WebSocket ?? globalThis.WebSocket;
+    if (!impl) throw new TypeError("no WebSocket implementation: pass options.WebSocket");
+    this.WebSocketImpl = impl;
+    void this.connect();
+  }
+
+  get status(): Status {
+    return this.currentStatus;
+  }
+
+  get typingIntervalMs(): number {
+    return this.options.typingIntervalMs ?? 2_000;
+  }
+
+  /** Joins a room; resolves with its live roster once the first snapshot has arrived. */
+  join(room: string, options: { state?: MemberState; types?: EventType[] } = {}): Promise<Room> {
+    let joined = this.rooms.get(room);
+    if (!joined) {
+      joined = new Room(this, room, options.state ?? null, options.types);
+      this.rooms.set(room, joined);
+      if (this.currentStatus === "open") joined.rejoin();
+    }
+    const handle = joined;
+    return handle.ready.then(() => handle);
+  }
+
+  /** Closes the socket for good: the gateway leaves every room. */
+  close(): void {
+    this.setStatus("closed");
+    clearTimeout(this.timer);
+    this.ws?.close(1000);
+    for (const room of this.rooms.values()) room.end();
+    this.rooms.clear();
+    this.settleAll(new GatewayError("CLOSED", "the client was closed"));
+  }
+
+  /** Sends a frame; with `expectReply`, resolves on its ack or snapshot, rejects on its error. */
+  send(frame: ClientFrame, expectReply = false): Promise<void> {
+    if (this.currentStatus !== "open" || !this.ws) {
+      return Promise.reject(new GatewayError("CLOSED", "not connected"));
+    }
+    if (!expectReply) {
+      this.ws.send(JSON.stringify(frame));
+      return Promise.resolve();
+    }
+    const ref = `r${++this.refs}`;
+    this.ws.send(JSON.stringify({ ...frame, ref }));
+    return new Promise((resolve, reject) => this.pending.set(ref, { resolve, reject }));
+  }
+
+  /** Forgets a room the app left. */
+  forget(room: string): void {
+    this.rooms.delete(room);
+  }
+
+  private async connect(): Promise<void> {
+    let url = this.url;
+    try {
+      const token =
+        typeof this.options.token === "function" ? await this.options.token() : this.options.token;
+      if (token) url += `${url.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}`;
+    } catch (error) {
+      this.emit("error", new GatewayError("CLOSED", `no token: ${String(error)}`));
+      return this.retry();
+    }
+    if (this.currentStatus === "closed") return;
+    const ws = new this.WebSocketImpl(url, [SUBPROTOCOL]);
+    this.ws = ws;
+    ws.onmessage = (message: MessageEvent) => this.receive(String(message.data));
+    ws.onclose = () => {
+      if (this.ws !== ws) return;
+      this.ws = null;
+      this.settleAll(new GatewayError("CLOSED", "the connection closed"));
+      for (const room of this.rooms.values()) room.lost();
+      if (this.currentStatus !== "closed") this.retry();
+    };
+  }
+
+  private retry(): void {
+    if (this.currentStatus === "closed") return;
+    this.setStatus("reconnecting");
+    this.failures += 1;
+    const { first = 500, max = 15_000 } = this.options.reconnectMs ?? {};
+    this.timer = setTimeout(
+      () => void this.connect(),
+      backoff(this.failures, { firstMs: first, maxMs: max, jitter: true }),
+    );
+  }
+
+  private receive(text: string): void {
+    let frame: ServerFrame;
+    try {
+      frame = parseServerFrame(text);
+    } catch (error) {
+      this.emit("error", new GatewayError("BAD_FRAME", `unreadable frame: ${String(error)}`));
+      return;
+    }
+    switch (frame.type) {
+      case "welcome":
+        this.user = frame.user;
+        this.failures = 0;
+        this.setStatus("open");
+        for (const room of this.rooms.values()) room.rejoin();
+        return;
+      case "snapshot":
+        this.rooms.get(frame.room)?.install(frame.roster);
+        if (frame.ref) this.settle(frame.ref);
+        return;
+      case "event":
+        this.rooms.get(frame.event.room)?.receive(frame.event);
+        return;
+      case "ack":
+        this.settle(frame.ref);
+        return;
+      case "error": {
+        const error = new GatewayError(frame.code, frame.message);
+        if (frame.ref && this.pending.has(frame.ref)) this.settle(frame.ref, error);
+        else this.emit("error", error);
+      }
+    }
+  }
+
+  private settle(ref: string, error?: GatewayError): void {
+    const pending = this.pending.get(ref);
+    this.pending.delete(ref);
+    if (error) pending?.reject(error);
+    else pending?.resolve();
+  }
+
+  private settleAll(error: GatewayError): void {
+    for (const ref of [...this.pending.keys()]) this.settle(ref, error);
+  }
+
+  private setStatus(status: Status): void {
+    if (this.currentStatus === status) return;
+    this.currentStatus = status;
+    this.emit("status", status);
+  }
+}

@@ -1,0 +1,5 @@
+export { RollcallClient, GatewayError, type ClientOptions, type Status } from "./client.js";
+export { Room } from "./room.js";
+export type { ReplicaRoster, ReplicaMember, RosterChange } from "../protocol/replica.js";
+export type { PresenceEvent, EventType } from "../protocol/events.js";
+export type { MemberState } from "../protocol/state.js";

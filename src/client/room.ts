@@ -1,0 +1,131 @@
+import type { EventType, PresenceEvent } from "../protocol/events.js";
+import {
+  Replica,
+  type ReplicaRoster,
+  type RosterChange,
+  type Snapshot,
+} from "../protocol/replica.js";
+import type { MemberState } from "../protocol/state.js";
+import type { GatewayError, RollcallClient } from "./client.js";
+import { Emitter } from "./emitter.js";
+
+interface RoomEvents extends Record<string, unknown[]> {
+  /** The roster changed; read `roster` for the whole of it. */
+  change: [change: RosterChange];
+  /** A snapshot replaced the roster (on join, after a reconnect or a gap). */
+  sync: [];
+  /** The gateway refused this room (FORBIDDEN, TOO_MANY_ROOMS, …): it is left. */
+  error: [error: GatewayError];
+}
+
+/**
+ * A room the client is in: a live replica of its roster (the engine's pure Replica, fed by the
+ * gateway's snapshots and events), and the user's own actions in it.
+ */
+export class Room extends Emitter<RoomEvents> {
+  /** Settles with the first snapshot, or fails if the gateway refuses the room. */
+  readonly ready: Promise<void>;
+  private readonly replica: Replica;
+  private typingSentAt = -Infinity;
+  private resolveReady!: () => void;
+  private rejectReady!: (error: GatewayError) => void;
+  private left = false;
+
+  constructor(
+    private readonly client: RollcallClient,
+    readonly room: string,
+    private state: MemberState | null,
+    private readonly types: EventType[] | undefined,
+  ) {
+    super();
+    this.replica = new Replica(room);
+    this.ready = new Promise((resolve, reject) => {
+      this.resolveReady = resolve;
+      this.rejectReady = reject;
+    });
+    this.ready.catch(() => undefined); // a refusal also reaches 'error' listeners
+  }
+
+  get roster(): ReplicaRoster {
+    return this.replica.roster;
+  }
+
+  /** Every event since the last snapshot applied. */
+  get synced(): boolean {
+    return !this.replica.holding;
+  }
+
+  /** Call on every keystroke: sends `typing` at most once per typingIntervalMs. */
+  typing(): void {
+    const now = Date.now();
+    if (now - this.typingSentAt < this.client.typingIntervalMs) return;
+    this.typingSentAt = now;
+    this.client.send({ type: "typing", room: this.room }).catch(() => undefined);
+  }
+
+  /** Call when the message is sent or the input loses focus: stops the indicator at once. */
+  stopTyping(): void {
+    if (this.typingSentAt === -Infinity) return;
+    this.typingSentAt = -Infinity;
+    this.client.send({ type: "typing-stop", room: this.room }).catch(() => undefined);
+  }
+
+  /** Replaces the user's state in the room (kept across reconnects). */
+  setState(state: MemberState): Promise<void> {
+    this.state = state;
+    return this.client.send({ type: "state", room: this.room, state }, true);
+  }
+
+  async leave(): Promise<void> {
+    this.end();
+    this.client.forget(this.room);
+    await this.client.send({ type: "leave", room: this.room }, true).catch(() => undefined);
+  }
+
+  /** (Re)joins on the socket: the gateway answers with a snapshot. */
+  rejoin(): void {
+    this.replica.hold();
+    const frame = {
+      type: "join" as const,
+      room: this.room,
+      ...(this.state ? { state: this.state } : {}),
+      ...(this.types ? { types: this.types } : {}),
+    };
+    this.client.send(frame, true).catch((error: GatewayError) => {
+      if (error.code === "CLOSED") return; // the reconnect rejoins
+      this.end();
+      this.client.forget(this.room);
+      this.rejectReady(error);
+      this.emit("error", error);
+    });
+  }
+
+  install(snapshot: Snapshot): void {
+    if (this.left) return;
+    const outcome = this.replica.install(snapshot);
+    this.tell(outcome.changes);
+    this.emit("sync");
+    this.resolveReady();
+    if (outcome.resync) this.rejoin();
+  }
+
+  receive(event: PresenceEvent): void {
+    if (this.left) return;
+    const outcome = this.replica.receive(event);
+    this.tell(outcome.changes);
+    if (outcome.resync) this.rejoin();
+  }
+
+  /** The socket dropped: events are being missed until the reconnect's snapshot. */
+  lost(): void {
+    this.replica.hold();
+  }
+
+  end(): void {
+    this.left = true;
+  }
+
+  private tell(changes: readonly RosterChange[]): void {
+    for (const change of changes) this.emit("change", change);
+  }
+}

@@ -1,0 +1,126 @@
+import { checkEvent, EVENT_TYPES, type EventType, type PresenceEvent } from "./events.js";
+import type { Snapshot } from "./replica.js";
+import type { MemberState } from "./state.js";
+
+/**
+ * The WebSocket protocol between the gateway and its clients, version 1: JSON text frames, each
+ * an object with a `type`. The version is the WebSocket subprotocol both sides ask for.
+ */
+export const SUBPROTOCOL = "rollcall.v1";
+
+/** A client's request; `ref`, when given, comes back in the reply (ack, snapshot or error). */
+export type ClientFrame =
+  | { type: "join"; room: string; state?: MemberState; types?: EventType[]; ref?: string }
+  | { type: "leave"; room: string; ref?: string }
+  | { type: "typing"; room: string; ref?: string }
+  | { type: "typing-stop"; room: string; ref?: string }
+  | { type: "state"; room: string; state: MemberState; ref?: string }
+  | { type: "heartbeat"; ref?: string };
+
+export type ClientFrameType = ClientFrame["type"];
+
+export type FrameErrorCode =
+  | "BAD_FRAME"
+  | "UNKNOWN_FRAME"
+  | "INVALID_ID"
+  | "INVALID_STATE"
+  | "INVALID_OPTION"
+  | "FORBIDDEN"
+  | "NOT_JOINED"
+  | "TOO_MANY_ROOMS"
+  | "RATE_LIMITED"
+  | "UNAVAILABLE"
+  | "INTERNAL";
+
+export type ServerFrame =
+  /** First frame on a socket: who the server says you are, and how often to show you are alive. */
+  | { type: "welcome"; user: string; connection: string; heartbeatMs: number }
+  /** The room's roster, consistent with its events at `roster.seq` (a join's reply, or a resync). */
+  | { type: "snapshot"; room: string; roster: Snapshot; ref?: string }
+  | { type: "event"; event: PresenceEvent }
+  | { type: "ack"; ref: string }
+  | { type: "error"; code: FrameErrorCode; message: string; ref?: string };
+
+/** A frame that breaks the protocol: the gateway answers it with an error frame of this code. */
+export class FrameError extends Error {
+  constructor(
+    readonly code: FrameErrorCode,
+    message: string,
+    readonly ref?: string,
+  ) {
+    super(message);
+    this.name = "FrameError";
+  }
+}
+
+const FIELDS: Record<ClientFrameType, readonly string[]> = {
+  join: ["type", "room", "state", "types", "ref"],
+  leave: ["type", "room", "ref"],
+  typing: ["type", "room", "ref"],
+  "typing-stop": ["type", "room", "ref"],
+  state: ["type", "room", "state", "ref"],
+  heartbeat: ["type", "ref"],
+};
+const MAX_REF = 64;
+
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === "object" && v !== null && !Array.isArray(v);
+
+/**
+ * Reads one client frame. Anything but a known frame with exactly its fields is refused: a frame
+ * cannot carry a user (the server knows who sent it) or anything else the gateway would ignore.
+ */
+export function parseClientFrame(text: string): ClientFrame {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    throw new FrameError("BAD_FRAME", "a frame must be JSON");
+  }
+  if (!isObject(value)) throw new FrameError("BAD_FRAME", "a frame must be a JSON object");
+  const ref = value.ref;
+  if (ref !== undefined && (typeof ref !== "string" || ref.length > MAX_REF)) {
+    throw new FrameError("BAD_FRAME", `ref must be a string of at most ${MAX_REF} characters`);
+  }
+  const fail = (code: FrameErrorCode, message: string): never => {
+    throw new FrameError(code, message, ref);
+  };
+  const type = value.type as ClientFrameType;
+  if (typeof type !== "string" || !Object.hasOwn(FIELDS, type)) {
+    fail("UNKNOWN_FRAME", `unknown frame type ${JSON.stringify(value.type)}`);
+  }
+  const extra = Object.keys(value).filter((k) => !FIELDS[type].includes(k));
+  if (extra.length > 0) fail("BAD_FRAME", `a ${type} frame has no field ${extra.join(", ")}`);
+  if (type !== "heartbeat" && typeof value.room !== "string") {
+    fail("BAD_FRAME", `a ${type} frame needs a room`);
+  }
+  if (type === "state" && !isObject(value.state)) fail("BAD_FRAME", "a state frame needs a state");
+  if (type === "join" && value.state !== undefined && !isObject(value.state)) {
+    fail("BAD_FRAME", "state must be an object");
+  }
+  if (type === "join" && value.types !== undefined) {
+    const types = value.types;
+    if (!Array.isArray(types) || !types.every((t) => EVENT_TYPES.includes(t as EventType))) {
+      fail("INVALID_OPTION", `types must list event types among ${EVENT_TYPES.join(", ")}`);
+    }
+  }
+  return value as ClientFrame;
+}
+
+/** Reads one server frame (the client's side); anything else is an error. */
+export function parseServerFrame(text: string): ServerFrame {
+  const value: unknown = JSON.parse(text);
+  if (!isObject(value) || typeof value.type !== "string") {
+    throw new SyntaxError("not a rollcall frame");
+  }
+  if (value.type === "event") checkEvent(value.event);
+  else if (value.type === "snapshot") {
+    const roster = value.roster;
+    if (!isObject(roster) || !Array.isArray(roster.members) || typeof roster.epoch !== "string") {
+      throw new SyntaxError("a snapshot frame without a roster");
+    }
+  } else if (!["welcome", "ack", "error"].includes(value.type)) {
+    throw new SyntaxError(`unknown frame type ${value.type}`);
+  }
+  return value as unknown as ServerFrame;
+}
