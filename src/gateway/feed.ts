@@ -45,8 +45,12 @@ export class RoomFeed<S> {
     }
   }
 
-  /** A snapshot was sent: the socket's chain goes on from it, or from a later event sent already. */
+  /**
+   * A snapshot was sent: the socket's chain goes on from it, or from a later event sent already.
+   * It was read after this feed subscribed, so the feed has every event after it, too.
+   */
   restart(to: S, epoch: string, seq: number): void {
+    if (this.epoch !== epoch || this.seq < seq) [this.epoch, this.seq] = [epoch, seq];
     const delivery = this.deliveries.get(to);
     if (!delivery) return;
     const { last } = delivery;

@@ -67,25 +67,28 @@ export class Session {
 
   receive(data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean): void {
     if (this.closed) return;
-    let frame: ClientFrame;
+    let frame: ClientFrame | undefined;
+    let refused: unknown;
     try {
       if (isBinary) throw new FrameError("BAD_FRAME", "frames are JSON text");
       // ws hands a text frame over as one Buffer (no fragments arrays without a custom binaryType).
       frame = parseClientFrame(Buffer.isBuffer(data) ? data.toString("utf8") : "");
     } catch (error) {
-      this.refuse(error);
-      return;
+      refused = error;
     }
     if (!this.rate.take()) {
       // A flood gets one error, then the socket is closed if it goes on.
       this.strikes += 1;
-      if (this.strikes === 1) this.fail("RATE_LIMITED", "too many frames", frame.ref);
+      if (this.strikes === 1) this.fail("RATE_LIMITED", "too many frames", frame?.ref);
       if (this.strikes > this.gateway.limits.rateBurst) this.ws.close(CLOSE.policy, "rate limit");
       return;
     }
     this.strikes = 0;
+    // In the queue, refusals too: replies go out in the order of the frames they answer.
     this.queue = this.queue.then(() =>
-      this.handle(frame).catch((e: unknown) => this.refuse(e, frame.ref)),
+      frame
+        ? this.handle(frame).catch((e: unknown) => this.refuse(e, frame.ref))
+        : this.refuse(refused),
     );
   }
 

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import type { RosterChange } from "../../src/client/index.js";
 import { closeGateways, connect, startGateway } from "../support/gateway.js";
-import { eventually, listen } from "../support/redis.js";
+import { eventually, listen, sleep } from "../support/redis.js";
 
 describe("gateway and client", () => {
   afterEach(closeGateways);
@@ -47,5 +47,48 @@ describe("gateway and client", () => {
     cy.close();
     await eventually(() => events.filter((e) => e.type === "leave").length === 2);
     expect((await rollcall.roster("a")).count).to.equal(0);
+  });
+
+  it("keeps a socket present with its own heartbeats, past several windows, with no frame", async () => {
+    const { url, rollcall } = await startGateway();
+    const events = await listen([rollcall.channel("doc")]);
+    const ann = connect(url, "ann");
+    await ann.join("doc");
+    await sleep(3 * 1_500);
+    expect((await rollcall.roster("doc")).members.map((m) => m.user)).to.deep.equal(["ann"]);
+    expect(events.map((e) => e.type)).to.deep.equal(["join"]);
+  });
+
+  it("delivers only the types a socket asked for, as an unbroken chain", async () => {
+    const { url, rollcall } = await startGateway();
+    const quiet = connect(url, "quiet");
+    const room = await quiet.join("doc", { types: ["join", "leave"] });
+    let syncs = 0;
+    room.on("sync", () => (syncs += 1));
+    const changes: string[] = [];
+    room.on("change", (c: RosterChange) => changes.push(`${c.type}:${c.user}`));
+    for (const user of ["ann", "bob"]) {
+      await rollcall.heartbeat("doc", user, "c");
+      await rollcall.startTyping("doc", user);
+      await rollcall.stopTyping("doc", user);
+    }
+    await rollcall.leave("doc", "ann", "c");
+    await eventually(() => changes.length === 3);
+    await sleep(100);
+    expect(changes).to.deep.equal(["join:ann", "join:bob", "leave:ann"]);
+    expect(syncs).to.equal(0);
+    expect(room.roster.members.map((m) => m.user)).to.deep.equal(["bob", "quiet"]);
+  });
+
+  it("sends every socket of a room a new snapshot when its subscriber connection came back", async () => {
+    const { url, rollcall } = await startGateway();
+    const ann = connect(url, "ann");
+    const room = await ann.join("doc");
+    let syncs = 0;
+    room.on("sync", () => (syncs += 1));
+    await rollcall.redis.client("KILL", "TYPE", "pubsub");
+    await eventually(() => syncs === 1, 5_000);
+    await rollcall.heartbeat("doc", "bob", "c");
+    await eventually(() => room.roster.count === 2);
   });
 });
