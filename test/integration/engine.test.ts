@@ -146,7 +146,7 @@ describe("deployment settings", () => {
     await new Rollcall(client(), { presenceWindowMs: 30_000, rosterLimit: 5 }).ready();
   });
 
-  it("names its scripts after their source, so two releases on one client never mix", async () => {
+  it("names its scripts after their source, so two releases on one client never mix", () => {
     const redis = client();
     new Rollcall(redis);
     const names = Object.keys(redis).filter((k) => /^rollcall_heartbeat_[0-9a-f]{12}$/.test(k));

@@ -86,7 +86,7 @@ describe("gateway and client", () => {
     const room = await ann.join("doc");
     let syncs = 0;
     room.on("sync", () => (syncs += 1));
-    await rollcall.redis.client("KILL", "TYPE", "pubsub");
+    await rollcall.redis.call("CLIENT", "KILL", "TYPE", "pubsub");
     await eventually(() => syncs === 1, 5_000);
     await rollcall.heartbeat("doc", "bob", "c");
     await eventually(() => room.roster.count === 2);

@@ -204,7 +204,9 @@ describe("subscriber", () => {
       const failure = await rejection(subscriber.subscribe("room", () => {}));
       expect(failure).to.be.instanceOf(RedisCallError).with.property("code", "REDIS_UNAVAILABLE");
       const watchFailure = await rejection(subscriber.watch("room"));
-      expect(watchFailure).to.be.instanceOf(RedisCallError).with.property("code", "REDIS_UNAVAILABLE");
+      expect(watchFailure)
+        .to.be.instanceOf(RedisCallError)
+        .with.property("code", "REDIS_UNAVAILABLE");
       expect(errors.length).to.be.greaterThan(0);
       expect(errors[0]).to.be.instanceOf(RedisCallError);
       expect(errors[0]!.message).to.contain("subscriber connection");
