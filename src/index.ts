@@ -17,6 +17,12 @@ export {
 } from "./runtime/subscriber.js";
 export { RoomWatch, type SyncReason } from "./runtime/watch.js";
 export {
+  LogConsumer,
+  type LogConsumerOptions,
+  type LogEntry,
+  type LogHandler,
+} from "./runtime/log.js";
+export {
   Replica,
   type ReplicaMember,
   type ReplicaRoster,

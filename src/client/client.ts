@@ -137,6 +137,8 @@ export class RollcallClient extends Emitter<ClientEvents> {
     const ws = new this.WebSocketImpl(url, [SUBPROTOCOL]);
     this.ws = ws;
     ws.onmessage = (message: MessageEvent) => this.receive(String(message.data));
+    // Node's `ws` throws an 'error' nobody listens to; the close that follows retries.
+    ws.onerror = () => undefined;
     ws.onclose = () => {
       if (this.ws !== ws) return;
       this.ws = null;

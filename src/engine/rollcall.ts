@@ -146,7 +146,7 @@ export class Rollcall {
     const s = this.settings;
     const keys = changes
       ? [...target.keys, this.layout.replay(target.bucket, this.callId())]
-      : target.keys.slice(0, 4);
+      : [...target.keys];
     const shared: Arg[] = [
       s.presenceWindowMs,
       s.typingWindowMs,

@@ -21,11 +21,20 @@ export class RoomFeed<S> {
   readonly deliveries = new Map<S, Delivery>();
   private epoch = "";
   private seq = -1;
+  /** The last event log entry id this feed knows it has everything up to (log on). */
+  private logId: string | undefined;
+
+  get log(): string | undefined {
+    return this.logId;
+  }
 
   receive(event: PresenceEvent, send: (to: S, event: PresenceEvent) => void): void {
+    // Read back from the log after a lost connection, some events may have come already.
+    if (event.epoch === this.epoch && event.seq <= this.seq) return;
     const continuous = event.epoch === this.epoch && event.prev === this.seq;
     this.epoch = event.epoch;
     this.seq = event.seq;
+    if (event.log !== undefined) this.logId = event.log;
     for (const [to, delivery] of this.deliveries) {
       if (delivery.types && !delivery.types.has(event.type)) {
         if (!continuous) delivery.broken = true;
@@ -49,8 +58,9 @@ export class RoomFeed<S> {
    * A snapshot was sent: the socket's chain goes on from it, or from a later event sent already.
    * It was read after this feed subscribed, so the feed has every event after it, too.
    */
-  restart(to: S, epoch: string, seq: number): void {
-    if (this.epoch !== epoch || this.seq < seq) [this.epoch, this.seq] = [epoch, seq];
+  restart(to: S, epoch: string, seq: number, log?: string): void {
+    if (this.epoch !== epoch || this.seq < seq)
+      [this.epoch, this.seq, this.logId] = [epoch, seq, log];
     const delivery = this.deliveries.get(to);
     if (!delivery) return;
     const { last } = delivery;

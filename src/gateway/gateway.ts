@@ -9,6 +9,7 @@ import type { EventType, PresenceEvent } from "../protocol/events.js";
 import { FrameError, SUBPROTOCOL } from "../protocol/frames.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import type { MemberState } from "../protocol/state.js";
+import { readLogSince } from "../runtime/log.js";
 import { Subscriber, type Subscription } from "../runtime/subscriber.js";
 import { Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import {
@@ -285,14 +286,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private async snapshot(session: Session, room: string, ref?: string): Promise<void> {
     const roster = await this.rollcall.roster(room);
     const members = roster.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state }));
-    const { epoch, seq, count, typing } = roster;
+    const { epoch, seq, count, typing, log } = roster;
     session.send({
       type: "snapshot",
       room,
       roster: { room, epoch, seq, count, members, typing },
       ...(ref === undefined ? {} : { ref }),
     });
-    this.rooms.get(room)?.feed.restart(session, epoch, seq);
+    this.rooms.get(room)?.feed.restart(session, epoch, seq, log);
   }
 
   private roomOf(room: string): Room {
@@ -301,11 +302,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       const feed = new RoomFeed<Session>();
       const send = (to: Session, event: PresenceEvent) => to.send({ type: "event", event });
       const subscription = this.subscriber.subscribe(room, (event) => feed.receive(event, send), {
-        // Events were lost while the connection was down: every socket here gets a new snapshot.
+        // Events were lost while the connection was down: the log has them, when it is on;
+        // otherwise every socket here gets a new snapshot.
         onResubscribed: () => {
-          for (const session of feed.deliveries.keys()) {
-            this.snapshot(session, room).catch((error: unknown) => this.report(error));
-          }
+          this.catchUp(room, feed, send).catch((error: unknown) => this.report(error));
         },
       });
       // A failed subscription fails the join that waits for it; the next join tries again.
@@ -314,6 +314,20 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       this.rooms.set(room, entry);
     }
     return entry;
+  }
+
+  private async catchUp(
+    room: string,
+    feed: RoomFeed<Session>,
+    send: (to: Session, event: PresenceEvent) => void,
+  ): Promise<void> {
+    const after = feed.log;
+    if (this.rollcall.settings.logLength > 0 && after !== undefined) {
+      // A gap the log no longer fills reaches the clients as one, and they resync.
+      for (const event of await readLogSince(this.rollcall, room, after)) feed.receive(event, send);
+      return;
+    }
+    await Promise.all([...feed.deliveries.keys()].map((session) => this.snapshot(session, room)));
   }
 
   /** Forgets a socket's room; the room's subscription goes with its last socket. */

@@ -22,6 +22,8 @@ export interface Snapshot {
   readonly count: number;
   readonly members: readonly ReplicaMember[];
   readonly typing: readonly string[];
+  /** With the event log on: the log's last entry id when the snapshot was taken. */
+  readonly log?: string;
 }
 
 /** The replica's roster: members in roster() order (their ids' byte order), typists likewise. */
@@ -64,6 +66,7 @@ export class Replica {
   private epoch = "";
   private seq = 0;
   private count = 0;
+  private logId: string | undefined;
   /** Events held while a snapshot is awaited; null when events apply directly. */
   private held: PresenceEvent[] | null = [];
   private view: ReplicaRoster | undefined;
@@ -78,6 +81,11 @@ export class Replica {
   /** A snapshot is awaited: events are held until it is installed. */
   get holding(): boolean {
     return this.held !== null;
+  }
+
+  /** Where the replica stands in the event log (when it is on): after this entry. */
+  get log(): string | undefined {
+    return this.logId;
   }
 
   /** Holds events from now on: they may be incomplete (a lost connection) until a snapshot. */
@@ -106,20 +114,35 @@ export class Replica {
     this.epoch = snapshot.epoch;
     this.seq = snapshot.seq;
     this.count = snapshot.count;
+    this.logId = snapshot.log;
     this.view = undefined;
-    const held = this.held ?? [];
-    this.held = null;
     const changes = differences(before, { members: this.members, typists: this.typists });
     // Held events of another epoch are dropped: the snapshot already shows the state of its own
     // epoch, and an older epoch's events are history. (A newer epoch's next event resyncs again.)
-    for (const event of held.filter((e) => e.epoch === snapshot.epoch)) {
+    return this.replay([], (e) => e.epoch === snapshot.epoch, changes);
+  }
+
+  /**
+   * Events read back from the log after a gap, in order: applied with the held ones. If they do
+   * not close the gap (the log no longer held them all), a snapshot is still needed.
+   */
+  recover(events: readonly PresenceEvent[]): Outcome {
+    return this.replay(events, () => true, []);
+  }
+
+  private replay(
+    events: readonly PresenceEvent[],
+    keep: (event: PresenceEvent) => boolean,
+    changes: RosterChange[],
+  ): Outcome {
+    const queue = [...events, ...(this.held ?? [])].filter(keep);
+    this.held = null;
+    for (const [i, event] of queue.entries()) {
       const outcome = this.receive(event);
       changes.push(...outcome.changes);
       if (outcome.resync) {
         // The rest are held again, behind the event that revealed the gap.
-        this.held!.push(
-          ...held.slice(held.indexOf(event) + 1).filter((e) => e.epoch === this.epoch),
-        );
+        this.held!.push(...queue.slice(i + 1));
         return { changes, resync: true };
       }
     }
@@ -156,6 +179,7 @@ export class Replica {
       }
     }
     this.seq = event.seq;
+    if (event.log !== undefined) this.logId = event.log;
     this.view = undefined;
     return { type: event.type, user, event };
   }

@@ -7,14 +7,16 @@ import {
   type ReplicaRoster,
   type RosterChange,
 } from "../protocol/replica.js";
+import { readLogSince } from "./log.js";
 import type { Subscriber, Subscription } from "./subscriber.js";
 
 /**
- * Why a snapshot was taken. start: the first one; gap: an event did not follow the last one
- * applied (or came from another epoch); reconnect: the subscriber connection came back, so
- * events may have been lost.
+ * Why the replica was brought up to date. start: the first snapshot; gap: an event did not
+ * follow the last one applied (or came from another epoch); reconnect: the subscriber
+ * connection came back, so events may have been lost; log: a gap was closed with the events
+ * read back from the event log, without a snapshot.
  */
-export type SyncReason = "start" | "gap" | "reconnect";
+export type SyncReason = "start" | "gap" | "reconnect" | "log";
 
 interface RoomWatchEvents {
   /** The replica changed; read `roster` for the whole of it. */
@@ -132,6 +134,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
       this.wanted = null;
       let snapshot;
       try {
+        if (reason === "gap" && (await this.recover())) continue;
         snapshot = await this.subscriber.rollcall.roster(this.room);
       } catch (error) {
         if (!this.started) throw error;
@@ -145,6 +148,21 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
       // A newer snapshot is wanted (the connection came back meanwhile): this one may miss events.
       if (this.wanted === null && !this.isClosed) this.install(snapshot, reason);
     }
+  }
+
+  /** Closes a gap from the event log, when it is on and still holds the missing events. */
+  private async recover(): Promise<boolean> {
+    const { rollcall } = this.subscriber;
+    const after = this.replica.log;
+    if (rollcall.settings.logLength === 0 || after === undefined || this.lost) return false;
+    const events = await readLogSince(rollcall, this.room, after);
+    if (this.wanted !== null || this.isClosed) return false;
+    const outcome = this.replica.recover(events);
+    for (const change of outcome.changes) this.tell(() => this.emit("change", change));
+    if (outcome.resync) return false;
+    this.isSynced = true;
+    this.tell(() => this.emit("sync", "log"));
+    return true;
   }
 
   private install(snapshot: Parameters<Replica["install"]>[0], reason: SyncReason): void {

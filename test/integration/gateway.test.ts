@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import type { RosterChange } from "../../src/client/index.js";
-import { closeGateways, connect, startGateway } from "../support/gateway.js";
-import { eventually, listen, sleep } from "../support/redis.js";
+import { closeGateways, connect, SHORT, startGateway } from "../support/gateway.js";
+import { Rollcall, Subscriber } from "../../src/index.js";
+import { client, eventually, listen, sleep } from "../support/redis.js";
 
 describe("gateway and client", () => {
   afterEach(closeGateways);
@@ -90,5 +91,28 @@ describe("gateway and client", () => {
     await eventually(() => syncs === 1, 5_000);
     await rollcall.heartbeat("doc", "bob", "c");
     await eventually(() => room.roster.count === 2);
+  });
+
+  it("with the log on, catches a room's sockets up from it instead of new snapshots", async () => {
+    const engine = { ...SHORT, logLength: 1_000 };
+    const rollcall = new Rollcall(client(), engine);
+    // This gateway's subscriber misses bob's events, as one whose connection dropped would.
+    const subscriber = new Subscriber(rollcall, {
+      relay: (_channel, message, deliver) => !message.includes('"bob"') && deliver(message),
+    });
+    const { url } = await startGateway({ subscriber }, engine);
+    const ann = connect(url, "ann");
+    const room = await ann.join("doc");
+    let syncs = 0;
+    room.on("sync", () => (syncs += 1));
+    await rollcall.heartbeat("doc", "bob", "c");
+    await rollcall.startTyping("doc", "bob");
+    await sleep(200);
+    expect(room.roster.members.map((m) => m.user)).to.deep.equal(["ann"]);
+    await rollcall.redis.call("CLIENT", "KILL", "TYPE", "pubsub");
+    await eventually(() => room.roster.typing.includes("bob"), 5_000);
+    expect(syncs).to.equal(0);
+    expect(room.roster.members.map((m) => m.user)).to.deep.equal(["ann", "bob"]);
+    subscriber.close();
   });
 });

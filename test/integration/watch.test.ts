@@ -275,6 +275,25 @@ describe("RoomWatch", () => {
     await expectConverged(other, [watch]);
   });
 
+  it("closes a gap from the event log when it is on, without a snapshot", async () => {
+    const options = { logLength: 1_000 };
+    const other = new Rollcall(client(), options);
+    const { relay } = relayPicking((e) =>
+      e.type === "join" && e.user === "bob" ? "drop" : "deliver",
+    );
+    const { subscriber } = watcher({ relay }, new Rollcall(client(), options));
+    const { watch, changes, syncs } = await watched(subscriber, "room");
+
+    await other.heartbeat("room", "ann", "c1");
+    await other.heartbeat("room", "bob", "c1");
+    await other.startTyping("room", "ann");
+    await eventually(() => syncs.length === 1);
+    expect(syncs).to.deep.equal(["log"]);
+    // Every change came from an event (none from a snapshot's difference), bob's from the log.
+    expect(summary(changes)).to.deep.equal(["join ann", "join bob", "typing-start ann"]);
+    await expectConverged(other, [watch]);
+  });
+
   it("detects reordered events, resyncs and converges", async () => {
     const other = new Rollcall(client());
     // bob's join is held back until after his leave: applied blindly, bob would stay forever.

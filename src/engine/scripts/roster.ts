@@ -29,6 +29,8 @@ export interface Roster {
   members: RosterMember[];
   /** Users typing, in member order. */
   typing: string[];
+  /** With the log on: the bucket log's last entry id then; the room's later events follow it. */
+  log?: string;
 }
 
 const FIELDS = 6;
@@ -48,7 +50,7 @@ export const roster: Script<{ room: string; limit: number }, Roster> = {
   args: ({ limit }) => [limit],
   decode: (reply, { room }) => {
     const members: RosterMember[] = [];
-    for (let i = 3; i < reply.length; i += FIELDS) {
+    for (let i = 4; i < reply.length; i += FIELDS) {
       const typedAt = reply.int(i + 4);
       members.push({
         user: reply.str(i),
@@ -60,8 +62,10 @@ export const roster: Script<{ room: string; limit: number }, Roster> = {
       });
     }
     members.sort((a, b) => compareIds(a.user, b.user));
+    const log = reply.str(3);
     return {
       room,
+      ...(log === "" ? {} : { log }),
       epoch: reply.str(0),
       seq: reply.int(1),
       count: reply.int(2),

@@ -4,17 +4,22 @@
   then the later ones in order. Writes nothing, except the new epoch a first call in another
   Redis process starts (see include/events.lua).
 
-  KEYS[1..4], ARGV[1..8]: see include/room.lua
+  KEYS[1..5], ARGV[1..8]: see include/room.lua
   ARGV[9] most members to return
 
-  Reply: {epoch, seq, member count, then per member returned: user, connections, lastSeenMs,
-  joinedAtMs, typedAtMs or 0, state JSON or ''}
+  Reply: {epoch, seq, member count, the bucket log's last entry id or '' (events of the room
+  after the snapshot come after it in the log), then per member returned: user, connections,
+  lastSeenMs, joinedAtMs, typedAtMs or 0, state JSON or ''}
 ]]
 -- @include "record"
 -- @include "events"
 
 local limit = tonumber(ARGV[9])
-local reply = { currentEpoch(), 0, memberCount() }
+local reply = { currentEpoch(), 0, memberCount(), '' }
+if logLength > 0 then
+  local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
+  reply[4] = last and last[1] or '0-0'
+end
 local users, raws = {}, {}
 if reply[3] == 0 then
   -- An empty room's next event starts a new chain (prev 0) with a number above the counter.

@@ -1,0 +1,305 @@
+import { EventEmitter } from "node:events";
+import { hostname } from "node:os";
+import type { Cluster, Redis } from "ioredis";
+import type { Rollcall } from "../engine/rollcall.js";
+import { backoff } from "../protocol/backoff.js";
+import { RedisCallError, RollcallError, UnexpectedReplyError } from "../protocol/errors.js";
+import { checkEvent, type PresenceEvent } from "../protocol/events.js";
+import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
+
+/** Where an event sits in its bucket's log. */
+export interface LogEntry {
+  readonly bucket: number;
+  /** The stream entry id. */
+  readonly id: string;
+}
+
+export type LogHandler = (event: PresenceEvent, entry: LogEntry) => void | Promise<void>;
+
+export interface LogConsumerOptions {
+  /** The consumer group: instances of one group share the events, each processed by one. */
+  group: string;
+  /** This consumer's name within the group; keep it across restarts to resume its pending events. Default host-pid. */
+  consumer?: string;
+  /** Where a new group starts: "start" (everything the log holds) or "end" (new events). Default "start". */
+  from?: "start" | "end";
+  /** Entries read per bucket per call. Default 100. */
+  batch?: number;
+  /** Pause when a pass found nothing. Default 100 ms. */
+  pollMs?: number;
+  /** Pending entries idle this long (their consumer died, or failed them) are claimed. Default 30 000 ms. */
+  claimIdleMs?: number;
+  /** A handler failing an event this many times in this process gives it up (reported, acknowledged). Default 5. */
+  maxAttempts?: number;
+}
+
+interface LogConsumerEvents {
+  /** A read failed (Redis unreachable), a handler threw, or an event was given up. Never thrown. */
+  error: [error: Error];
+  /** Entries that were trimmed from the log before this group processed them: lost for it. */
+  trimmed: [entry: LogEntry];
+}
+
+type StreamEntries = [id: string, fields: string[]][];
+const NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+
+/**
+ * Reads the durable event log (a stream per bucket, written by the same script that publishes,
+ * so an event is in it if and only if its change happened) with a consumer group: several
+ * instances share the work, each event is acknowledged once its handler resolved, a restarted
+ * consumer first finishes its own pending events, and those of a dead one are claimed
+ * (XAUTOCLAIM). Delivery is at least once: a handler sees an event again if it crashed before
+ * the acknowledgement, so make it idempotent by (epoch, seq) or by entry id.
+ */
+export class LogConsumer extends EventEmitter<LogConsumerEvents> {
+  readonly group: string;
+  readonly consumer: string;
+  private readonly handler: LogHandler;
+  private readonly from: "start" | "end";
+  private readonly batch: number;
+  private readonly pollMs: number;
+  private readonly claimIdleMs: number;
+  private readonly maxAttempts: number;
+  private readonly connection: Redis | Cluster;
+  private readonly attempts = new Map<string, number>();
+  /** Buckets whose group exists, and whose own pending entries were read since the start. */
+  private readonly ready = new Set<number>();
+  private readonly recovered = new Set<number>();
+  private running: Promise<void> | undefined;
+  private stopping = false;
+  private wake: (() => void) | undefined;
+
+  constructor(
+    readonly rollcall: Rollcall,
+    handler: LogHandler,
+    options: LogConsumerOptions,
+  ) {
+    super();
+    if (rollcall.settings.logLength === 0) invalidOption("the log is off: set logLength to use it");
+    this.handler = callback<LogHandler>("handler", handler)!;
+    if (!this.handler) invalidOption("a handler is required");
+    const o = knownKeys(options, [
+      "group",
+      "consumer",
+      "from",
+      "batch",
+      "pollMs",
+      "claimIdleMs",
+      "maxAttempts",
+    ]);
+    if (typeof o.group !== "string" || !NAME.test(o.group))
+      invalidOption(`group must match ${NAME}`);
+    this.group = o.group;
+    this.consumer = o.consumer ?? `${hostname()}-${process.pid}`;
+    if (!NAME.test(this.consumer)) invalidOption(`consumer must match ${NAME}`);
+    if (o.from !== undefined && o.from !== "start" && o.from !== "end") {
+      invalidOption('from must be "start" or "end"');
+    }
+    this.from = o.from ?? "start";
+    this.batch = integer("batch", o.batch ?? 100, 1, 10_000);
+    this.pollMs = integer("pollMs", o.pollMs ?? 100, 1, 60_000);
+    this.claimIdleMs = integer("claimIdleMs", o.claimIdleMs ?? 30_000, 1, 86_400_000);
+    this.maxAttempts = integer("maxAttempts", o.maxAttempts ?? 5, 1, 1_000);
+    // Its own connection: the user's client must never wait behind these reads.
+    const redis = rollcall.redis;
+    this.connection = redis.isCluster
+      ? (redis as Cluster).duplicate()
+      : (redis as Redis).duplicate();
+    this.connection.on("error", (error: Error) => this.report(new RedisCallError("log", error)));
+  }
+
+  /** Reads and handles in the background until stop(). */
+  start(): void {
+    if (this.running) return;
+    this.stopping = false;
+    this.running = this.loop();
+  }
+
+  /** Stops after the pass in flight (its handled events acknowledged) and closes the connection. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake?.();
+    await this.running;
+    this.running = undefined;
+    this.connection.disconnect();
+  }
+
+  /**
+   * One pass over every bucket: this consumer's own pending entries first (after a restart),
+   * then new ones, then those idle too long in the group. Resolves to the events handled.
+   */
+  async consumeOnce(): Promise<number> {
+    const counts = await Promise.all(
+      Array.from({ length: this.rollcall.settings.buckets }, (_, b) => this.consumeBucket(b)),
+    );
+    return counts.reduce((a, b) => a + b, 0);
+  }
+
+  private async consumeBucket(bucket: number): Promise<number> {
+    const key = this.rollcall.layout.log(bucket);
+    const redis = this.connection;
+    if (!this.ready.has(bucket)) {
+      try {
+        await redis.xgroup(
+          "CREATE",
+          key,
+          this.group,
+          this.from === "start" ? "0" : "$",
+          "MKSTREAM",
+        );
+      } catch (error) {
+        if (!String(error).includes("BUSYGROUP")) throw new RedisCallError("log group", error);
+      }
+      this.ready.add(bucket);
+    }
+    let handled = 0;
+    // After a restart, this consumer's own pending entries come first: they were delivered, not done.
+    if (!this.recovered.has(bucket)) {
+      handled += await this.handle(bucket, await this.read(key, "0"));
+      this.recovered.add(bucket);
+    }
+    handled += await this.handle(bucket, await this.read(key, ">"));
+    const claimed = (await this.call(() =>
+      redis.xautoclaim(
+        key,
+        this.group,
+        this.consumer,
+        this.claimIdleMs,
+        "0-0",
+        "COUNT",
+        this.batch,
+      ),
+    )) as [string, StreamEntries, string[]];
+    for (const id of claimed[2] ?? []) this.tell("trimmed", { bucket, id });
+    handled += await this.handle(bucket, claimed[1]);
+    return handled;
+  }
+
+  private async read(key: string, from: "0" | ">"): Promise<StreamEntries> {
+    const reply = (await this.call(() =>
+      this.connection.xreadgroup(
+        "GROUP",
+        this.group,
+        this.consumer,
+        "COUNT",
+        this.batch,
+        "STREAMS",
+        key,
+        from,
+      ),
+    )) as [string, StreamEntries][] | null;
+    return reply?.[0]?.[1] ?? [];
+  }
+
+  private async handle(bucket: number, entries: StreamEntries): Promise<number> {
+    const key = this.rollcall.layout.log(bucket);
+    const done: string[] = [];
+    for (const [id, fields] of entries) {
+      // A pending entry whose data was trimmed comes back with no fields: it can only be let go.
+      if (!fields || fields.length < 2) {
+        this.tell("trimmed", { bucket, id });
+        done.push(id);
+        continue;
+      }
+      try {
+        await this.handler(parse(fields[1]!), { bucket, id });
+        done.push(id);
+        this.attempts.delete(id);
+      } catch (error) {
+        const attempts = (this.attempts.get(id) ?? 0) + 1;
+        this.attempts.set(id, attempts);
+        this.report(error instanceof Error ? error : new Error(String(error)));
+        if (attempts >= this.maxAttempts) {
+          this.report(
+            new Error(`log entry ${id} of bucket ${bucket} given up after ${attempts} attempts`),
+          );
+          this.attempts.delete(id);
+          done.push(id);
+        }
+      }
+    }
+    if (done.length > 0) await this.call(() => this.connection.xack(key, this.group, ...done));
+    return done.length;
+  }
+
+  private async call<T>(command: () => Promise<T>): Promise<T> {
+    try {
+      return await command();
+    } catch (error) {
+      throw new RedisCallError("log", error);
+    }
+  }
+
+  private async loop(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      let pause = this.pollMs;
+      try {
+        const handled = await this.consumeOnce();
+        failures = 0;
+        if (handled > 0) pause = 0;
+      } catch (error) {
+        failures += 1;
+        this.report(error instanceof RollcallError ? error : new RedisCallError("log", error));
+        pause = backoff(failures, { firstMs: this.pollMs, maxMs: 5_000 });
+      }
+      if (pause > 0) await this.pause(pause);
+    }
+  }
+
+  private tell(name: "trimmed", entry: LogEntry): void {
+    try {
+      this.emit(name, entry);
+    } catch (error) {
+      this.report(error);
+    }
+  }
+
+  private report(error: unknown): void {
+    const reported = error instanceof Error ? error : new Error(String(error));
+    if (this.listenerCount("error") > 0) this.emit("error", reported);
+    else process.emitWarning(reported);
+  }
+
+  private pause(ms: number): Promise<void> {
+    if (this.stopping) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+/**
+ * The room's events logged after a log entry id, at most `limit` entries of its bucket read:
+ * what a replica that saw a gap may replay instead of taking a snapshot. Entries the log no
+ * longer holds are simply missing, and the replica's chain shows it.
+ */
+export async function readLogSince(
+  rollcall: Rollcall,
+  room: string,
+  after: string,
+  limit = 1_000,
+): Promise<PresenceEvent[]> {
+  const key = rollcall.layout.log(rollcall.layout.room(room).bucket);
+  let entries: StreamEntries;
+  try {
+    entries = (await rollcall.redis.xrange(key, `(${after}`, "+", "COUNT", limit)) as StreamEntries;
+  } catch (error) {
+    throw new RedisCallError("log read", error);
+  }
+  return entries
+    .map(([id, fields]) => ({ ...parse(fields[1] ?? ""), log: id }))
+    .filter((event) => event.room === room);
+}
+
+function parse(json: string): PresenceEvent {
+  try {
+    return checkEvent(JSON.parse(json));
+  } catch {
+    throw new UnexpectedReplyError("log entry", json);
+  }
+}
