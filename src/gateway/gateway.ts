@@ -9,6 +9,7 @@ import type { EventType, PresenceEvent } from "../protocol/events.js";
 import { FrameError, SUBPROTOCOL } from "../protocol/frames.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import type { MemberState } from "../protocol/state.js";
+import { reportError } from "../runtime/background.js";
 import { readLogSince } from "../runtime/log.js";
 import { Subscriber, type Subscription } from "../runtime/subscriber.js";
 import { Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
@@ -206,9 +207,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** Reports an error to 'error' listeners, or as a process warning: never thrown. */
   report(error: unknown): void {
-    const reported = error instanceof Error ? error : new Error(String(error));
-    if (this.listenerCount("error") > 0) this.emit("error", reported);
-    else process.emitWarning(reported);
+    reportError(this, error);
   }
 
   /** A socket joins a room, or rejoins it: heartbeat (join), then a snapshot for its replica. */

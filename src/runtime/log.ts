@@ -5,6 +5,7 @@ import type { Rollcall } from "../engine/rollcall.js";
 import { backoff } from "../protocol/backoff.js";
 import { RedisCallError, RollcallError, UnexpectedReplyError } from "../protocol/errors.js";
 import { checkEvent, type PresenceEvent } from "../protocol/events.js";
+import { Pause, reportError } from "./background.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 
 /** Where an event sits in its bucket's log. */
@@ -67,7 +68,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   private readonly recovered = new Set<number>();
   private running: Promise<void> | undefined;
   private stopping = false;
-  private wake: (() => void) | undefined;
+  private readonly pause = new Pause();
 
   constructor(
     readonly rollcall: Rollcall,
@@ -118,7 +119,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   /** Stops after the pass in flight (its handled events acknowledged) and closes the connection. */
   async stop(): Promise<void> {
     this.stopping = true;
-    this.wake?.();
+    this.pause.interrupt();
     await this.running;
     this.running = undefined;
     this.connection.disconnect();
@@ -243,7 +244,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
         this.report(error instanceof RollcallError ? error : new RedisCallError("log", error));
         pause = backoff(failures, { firstMs: this.pollMs, maxMs: 5_000 });
       }
-      if (pause > 0) await this.pause(pause);
+      if (pause > 0 && !this.stopping) await this.pause.wait(pause);
     }
   }
 
@@ -256,20 +257,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   }
 
   private report(error: unknown): void {
-    const reported = error instanceof Error ? error : new Error(String(error));
-    if (this.listenerCount("error") > 0) this.emit("error", reported);
-    else process.emitWarning(reported);
-  }
-
-  private pause(ms: number): Promise<void> {
-    if (this.stopping) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
+    reportError(this, error);
   }
 }
 
@@ -287,7 +275,7 @@ export async function readLogSince(
   const key = rollcall.layout.log(rollcall.layout.room(room).bucket);
   let entries: StreamEntries;
   try {
-    entries = (await rollcall.redis.xrange(key, `(${after}`, "+", "COUNT", limit)) as StreamEntries;
+    entries = await rollcall.redis.xrange(key, `(${after}`, "+", "COUNT", limit);
   } catch (error) {
     throw new RedisCallError("log read", error);
   }

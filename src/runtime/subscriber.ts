@@ -5,6 +5,7 @@ import type { Client } from "../engine/script.js";
 import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
 import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../protocol/events.js";
 import { callback, knownKeys } from "../protocol/options.js";
+import { reportError } from "./background.js";
 import { RoomWatch } from "./watch.js";
 
 export type PresenceListener = (event: PresenceEvent) => void;
@@ -149,9 +150,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
    * an 'error' event without a listener would throw and take the process down.
    */
   report(error: unknown): void {
-    const reported = error instanceof Error ? error : new Error(String(error));
-    if (this.listenerCount("error") > 0) this.emit("error", reported);
-    else process.emitWarning(reported);
+    reportError(this, error);
   }
 
   private dispatch(name: string, message: string): void {

@@ -4,6 +4,7 @@ import type { SweepCounts } from "../engine/scripts/sweepRoom.js";
 import { backoff } from "../protocol/backoff.js";
 import { RedisCallError, RollcallError } from "../protocol/errors.js";
 import { integer, knownKeys } from "../protocol/options.js";
+import { Pause } from "./background.js";
 
 export interface SweeperOptions {
   /** Pause between passes. Default 1 000 ms: a typist stops within typing window + 1 s. */
@@ -44,7 +45,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
   private readonly batch: number;
   private readonly maxBackoffMs: number;
   private running: Promise<void> | undefined;
-  private wake: (() => void) | undefined;
+  private readonly pause = new Pause();
   private stopping = false;
 
   constructor(
@@ -68,7 +69,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
   /** Stops, after the pass in flight (if any) has finished. */
   async stop(): Promise<void> {
     this.stopping = true;
-    this.wake?.();
+    this.pause.interrupt();
     await this.running;
     this.running = undefined;
   }
@@ -127,7 +128,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
           ? this.intervalMs
           : backoff(failures + 1, { firstMs: this.intervalMs, maxMs: this.maxBackoffMs });
       this.report(outcome, pause);
-      await this.pause(pause);
+      if (!this.stopping) await this.pause.wait(pause);
     }
   }
 
@@ -143,16 +144,5 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     } catch (error) {
       process.emitWarning(error instanceof Error ? error : String(error));
     }
-  }
-
-  private pause(ms: number): Promise<void> {
-    if (this.stopping) return Promise.resolve();
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
   }
 }

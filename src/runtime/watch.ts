@@ -7,6 +7,7 @@ import {
   type ReplicaRoster,
   type RosterChange,
 } from "../protocol/replica.js";
+import { Pause } from "./background.js";
 import { readLogSince } from "./log.js";
 import type { Subscriber, Subscription } from "./subscriber.js";
 
@@ -45,7 +46,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   private isSynced = false;
   private isClosed = false;
   private subscription: Subscription | undefined;
-  private wake: (() => void) | undefined;
+  private readonly pause = new Pause();
 
   constructor(
     private readonly subscriber: Subscriber,
@@ -87,7 +88,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     if (this.isClosed) return;
     this.isClosed = true;
     this.isSynced = false;
-    this.wake?.();
+    this.pause.interrupt();
     await this.subscription?.close();
   }
 
@@ -141,7 +142,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
         this.subscriber.report(error);
         this.wanted ??= reason;
         failures += 1;
-        await this.pause(backoff(failures, { firstMs: 100, maxMs: 5_000 }));
+        await this.pause.wait(backoff(failures, { firstMs: 100, maxMs: 5_000 }));
         continue;
       }
       failures = 0;
@@ -184,15 +185,5 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     } catch (error) {
       this.subscriber.report(error);
     }
-  }
-
-  private pause(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      this.wake = () => {
-        clearTimeout(timer);
-        resolve();
-      };
-    });
   }
 }
