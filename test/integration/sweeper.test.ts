@@ -174,6 +174,8 @@ describe("Sweeper", () => {
       await own.server.stop();
       await eventually(() => failures.length >= 4, 10_000);
       expect(failures.every((f) => f.error instanceof RedisCallError)).to.equal(true);
+      expect(failures.map((f) => (f.error as RedisCallError).code)).to.include("REDIS_UNAVAILABLE");
+      expect(failures.map((f) => (f.error as RedisCallError).code)).to.not.include("SCRIPT_ERROR");
       expect(failures.map((f) => f.retryInMs).slice(0, 4)).to.deep.equal([40, 80, 160, 200]);
       await own.server.start();
       const before = passes;
@@ -183,6 +185,35 @@ describe("Sweeper", () => {
       await sweeper.stop();
       unhandled.stop();
       redis.disconnect();
+    }
+  });
+
+  it("reports a script failing on what it reads as SCRIPT_ERROR, loudly, and keeps sweeping", async () => {
+    // One bucket: the broken room, due first, is listed ahead of a hundred others every time.
+    const rc = new Rollcall(client(), { ...OPTIONS, buckets: 1 });
+    await rc.heartbeat("broken", "bob", "c");
+    const sane = Array.from({ length: 100 }, (_, i) => `sane${i}`);
+    await Promise.all(sane.map((room) => rc.heartbeat(room, "ann", "c")));
+    // A record no script wrote: decoding it fails inside the sweep's script.
+    await rc.redis.hset(rc.layout.room("broken").keys[0], "bob", "xx");
+    await sleep(1_100);
+    const warnings: Error[] = [];
+    const warn = (w: Error) => warnings.push(w);
+    process.on("warning", warn);
+    const sweeper = new Sweeper(rc, { intervalMs: 20, maxBackoffMs: 40 });
+    const failures: RedisCallError[] = [];
+    sweeper.on("failed", (error) => failures.push(error as RedisCallError));
+    try {
+      sweeper.start();
+      await eventually(() => failures.length >= 2 && warnings.length >= 2);
+      expect(failures.every((e) => e.code === "SCRIPT_ERROR")).to.equal(true);
+      expect(warnings.some((w) => w === failures[0])).to.equal(true);
+      // The rest of the deployment is swept all the same.
+      const left = await Promise.all(sane.map(async (room) => (await rc.roster(room)).count));
+      expect(left.every((count) => count === 0)).to.equal(true);
+    } finally {
+      await sweeper.stop();
+      process.off("warning", warn);
     }
   });
 });
