@@ -7,7 +7,12 @@ import { redisUrl } from "../support/redis.js";
 const run = promisify(execFile);
 
 // What each TypeScript example of the README prints, in order.
-const EXPECTED = ["1 { status: 'online' }", "event: join bob\nchange: join bob 1"];
+const EXPECTED = [
+  "1 { status: 'online' }",
+  "event: join bob\nchange: join bob 1",
+  "logged: join cy",
+  "gateway on a port: true sockets: 0",
+];
 
 describe("README", () => {
   const readme = readFileSync(new URL("../../README.md", import.meta.url), "utf8");
@@ -22,7 +27,11 @@ describe("README", () => {
       this.timeout(60_000);
       // The package's own name resolves to dist/, which needs a build; the sources are the same.
       const file = new URL(`./readme-example-${i}.tmp.ts`, import.meta.url);
-      writeFileSync(file, examples[i]!.replace('from "rollcall"', 'from "../../src/index.js"'));
+      const source = examples[i]!.replace(
+        'from "rollcall/gateway"',
+        'from "../../src/gateway/index.js"',
+      );
+      writeFileSync(file, source.replace('from "rollcall"', 'from "../../src/index.js"'));
       try {
         const { stdout } = await run("npx", ["tsx", file.pathname], {
           env: { ...process.env, REDIS_URL: redisUrl() },
