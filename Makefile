@@ -7,7 +7,8 @@ node_modules/.installed: package.json package-lock.json
 	npm ci
 	@touch $@
 
-demo: node_modules/.installed
+# The page loads the browser client as tsc emits it (dist/client, dist/protocol): build first.
+demo: build
 	$(BIN)/tsx src/dev/demo.ts
 
 # What CI runs: types, lint, format, the tests against a real redis-server, and the bench smoke run.

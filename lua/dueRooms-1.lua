@@ -5,8 +5,13 @@
   KEYS[1] due   zset of the bucket: room -> lower bound of its next deadline
   ARGV[1] most rooms to return
 
-  Reply: rooms
+  Reply: {how long the first room has been due in ms (0 if none), rooms...}
 ]]
 -- @include "clock"
 
-return redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[1]))
+local due = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[1]), 'WITHSCORES')
+local reply = { due[2] and now - tonumber(due[2]) or 0 }
+for i = 1, #due, 2 do
+  reply[#reply + 1] = due[i]
+end
+return reply

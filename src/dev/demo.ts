@@ -175,7 +175,9 @@ async function main(): Promise<number> {
       `  (a page per gateway instance; ?room=NAME for another room; open a second tab as ann)\n` +
       `  presence window ${windows.presenceWindowMs / 1000} s, typing ${windows.typingWindowMs / 1000} s. ` +
       `Try kill -9 ${west!.child.pid} (the gateway on :${west!.port}):\n` +
-      `  its users are announced by the other instance's Sweeper. Ctrl-C stops the demo.\n`,
+      `  its users are announced by the other instance's Sweeper.\n` +
+      `  metrics (OpenTelemetry, Prometheus format): ${east!.url}metrics and ${west!.url}metrics\n` +
+      `  Ctrl-C stops the demo.\n`,
   );
   let stopping = false;
   for (const g of gateways) {

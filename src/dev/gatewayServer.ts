@@ -8,6 +8,8 @@ import { readFile } from "node:fs/promises";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
+import { PrometheusExporter } from "@opentelemetry/exporter-prometheus";
+import { MeterProvider } from "@opentelemetry/sdk-metrics";
 import { Redis } from "ioredis";
 import { SignJWT } from "jose";
 import { Rollcall } from "../engine/rollcall.js";
@@ -51,8 +53,13 @@ async function serveFile(response: ServerResponse, path: string): Promise<void> 
   response.writeHead(200, { "Content-Type": type, "Cache-Control": "no-store" }).end(body);
 }
 
+/** rollcall's metrics, through OpenTelemetry's SDK, in Prometheus's text format at /metrics. */
+const metrics = new PrometheusExporter({ preventServerStart: true });
+const meter = new MeterProvider({ readers: [metrics] }).getMeter("rollcall");
+
 async function handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
   const url = new URL(request.url ?? "/", "http://localhost");
+  if (url.pathname === "/metrics") return metrics.getMetricsRequestHandler(request, response);
   const page = PAGE_FILES[url.pathname];
   const module = MODULE.exec(url.pathname);
   if (request.method !== "GET") {
@@ -100,7 +107,14 @@ async function main(): Promise<void> {
   const port = Number(args.find((a) => !a.startsWith("--")) ?? process.env.PORT ?? 8081);
   const windows = windowsFrom();
   const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
-  const rollcall = new Rollcall(redis, engineOptions(windows));
+  // ioredis retries on its own: say so once per outage, not at every attempt.
+  let down = false;
+  redis.on("error", (error: Error) => {
+    if (!down) console.error(`[gateway :${port}] Redis: ${error.message}; retrying`);
+    down = true;
+  });
+  redis.on("ready", () => (down = false));
+  const rollcall = new Rollcall(redis, { ...engineOptions(windows), meter });
   await rollcall.ready();
   const gateway = new Gateway(rollcall, {
     jwt: { secret: DEMO_SECRET },

@@ -3,10 +3,12 @@ import { SettingsMismatchError } from "../protocol/errors.js";
 import { checkId } from "../protocol/ids.js";
 import { integer, knownKeys } from "../protocol/options.js";
 import { encodeState, type MemberState } from "../protocol/state.js";
+import type { EventId, EventType } from "../protocol/events.js";
 import { connectionKey, Layout } from "./layout.js";
+import { Metrics } from "./metrics.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
 import { deployment } from "./scripts/deployment.js";
-import { dueRooms } from "./scripts/dueRooms.js";
+import { dueRooms, type DueRooms } from "./scripts/dueRooms.js";
 import { heartbeat, type HeartbeatResult } from "./scripts/heartbeat.js";
 import { leave, type LeaveResult } from "./scripts/leave.js";
 import { roster, type Roster } from "./scripts/roster.js";
@@ -32,6 +34,8 @@ const SWEEP_BATCH = 16;
 export class Rollcall {
   readonly settings: Settings;
   readonly layout: Layout;
+  /** Where this instance and the runtime parts built on it record their metrics. */
+  readonly metrics: Metrics;
   private readonly scripts: Scripts;
   private checked: Promise<void> | undefined;
   /** Calls get ids `<process><counter>`: unique across processes without a random draw each. */
@@ -43,6 +47,7 @@ export class Rollcall {
     options?: RollcallOptions,
   ) {
     this.settings = settle(options);
+    this.metrics = new Metrics(options?.meter);
     this.layout = new Layout(this.settings.prefix, this.settings.buckets);
     this.scripts = new Scripts(redis);
   }
@@ -68,32 +73,40 @@ export class Rollcall {
     options?: { state?: MemberState },
   ): Promise<HeartbeatResult> {
     const { state } = knownKeys(options, ["state"]);
-    return this.call(heartbeat, room, {
+    const result = await this.call(heartbeat, room, {
       user: checkId("user", user),
       connection: this.connection(connection),
       state: state === undefined ? "" : this.encode(state),
     });
+    return this.published(result.joined ? "join" : "update", result);
   }
 
   /** The clean disconnect: removes a connection; the last one publishes `leave`. */
   async leave(room: string, user: string, connection: string): Promise<LeaveResult> {
-    return this.call(leave, room, {
+    const result = await this.call(leave, room, {
       user: checkId("user", user),
       connection: this.connection(connection),
     });
+    return this.published("leave", result);
   }
 
   async startTyping(room: string, user: string): Promise<TypingResult> {
-    return this.call(startTyping, room, { user: checkId("user", user) });
+    const result = await this.call(startTyping, room, { user: checkId("user", user) });
+    return this.published("typing-start", result);
   }
 
   /** Clears the typing mark, e.g. when the user sends the message. */
   async stopTyping(room: string, user: string): Promise<StopTypingResult> {
-    return this.call(stopTyping, room, { user: checkId("user", user) });
+    const result = await this.call(stopTyping, room, { user: checkId("user", user) });
+    return this.published("typing-stop", result);
   }
 
   async setState(room: string, user: string, state: MemberState): Promise<StateResult> {
-    return this.call(setState, room, { user: checkId("user", user), state: this.encode(state) });
+    const result = await this.call(setState, room, {
+      user: checkId("user", user),
+      state: this.encode(state),
+    });
+    return this.published("update", result);
   }
 
   /** The room's members and typists as one snapshot, consistent with the events at `seq`. */
@@ -118,11 +131,13 @@ export class Rollcall {
       counts.calls += 1;
       more = swept.more;
     }
+    this.metrics.add("rollcall.events", counts.leaves, { type: "leave" });
+    this.metrics.add("rollcall.events", counts.typingStops, { type: "typing-stop" });
     return counts;
   }
 
   /** Rooms of a bucket with something due now (what a Sweeper settles), at most `limit`. */
-  async dueRooms(bucket: number, limit: number): Promise<string[]> {
+  async dueRooms(bucket: number, limit: number): Promise<DueRooms> {
     integer("bucket", bucket, 0, this.settings.buckets - 1);
     integer("limit", limit, 1, 10_000);
     await this.ready();
@@ -157,7 +172,23 @@ export class Rollcall {
       s.replayWindowMs,
       room,
     ];
-    return this.scripts.run(script, keys, shared, input);
+    const started = performance.now();
+    let outcome = "ok";
+    try {
+      return await this.scripts.run(script, keys, shared, input);
+    } catch (error) {
+      outcome = (error as { code?: string }).code ?? "error";
+      throw error;
+    } finally {
+      const operation = script.name;
+      this.metrics.add("rollcall.calls", 1, { operation, outcome });
+      this.metrics.record("rollcall.call.duration", performance.now() - started, { operation });
+    }
+  }
+
+  private published<T extends { event: EventId | null }>(type: EventType, result: T): T {
+    if (result.event) this.metrics.add("rollcall.events", 1, { type });
+    return result;
   }
 
   private async checkDeployment(): Promise<void> {

@@ -1,3 +1,4 @@
+import type { Meter } from "@opentelemetry/api";
 import { integer, invalidOption, knownKeys } from "../protocol/options.js";
 
 export interface RollcallOptions {
@@ -21,9 +22,11 @@ export interface RollcallOptions {
   replayWindowMs?: number;
   /** Events kept in each bucket's log (a Redis stream, trimmed to about this many); 0: no log. Default 0. */
   logLength?: number;
+  /** An OpenTelemetry Meter: rollcall records its metrics through it (none without one). */
+  meter?: Meter;
 }
 
-export type Settings = Readonly<Required<RollcallOptions>>;
+export type Settings = Readonly<Required<Omit<RollcallOptions, "meter">>>;
 
 export const DEFAULTS: Settings = {
   prefix: "rollcall",
@@ -49,7 +52,7 @@ const DAY = 86_400_000;
 
 /** Fills in defaults and checks every option, and how they relate, before anything runs. */
 export function settle(options?: RollcallOptions): Settings {
-  const o = { ...DEFAULTS, ...knownKeys(options, Object.keys(DEFAULTS)) };
+  const o = { ...DEFAULTS, ...knownKeys(options, [...Object.keys(DEFAULTS), "meter"]) };
   if (typeof o.prefix !== "string" || !PREFIX.test(o.prefix)) {
     invalidOption(`prefix must match ${String(PREFIX)}, got ${JSON.stringify(o.prefix)}`);
   }

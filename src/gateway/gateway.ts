@@ -180,6 +180,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       if (!(error instanceof AuthError)) this.report(error);
       const refusal =
         error instanceof AuthError ? error : new AuthError(401, "refused", "authentication failed");
+      this.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: refusal.reason });
       refuse(socket, refusal);
       return;
     }
@@ -260,6 +261,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private open(ws: WebSocket, identity: Identity): void {
     const session = new Session(this, ws, identity);
     this.sessions.add(session);
+    this.rollcall.metrics.add("rollcall.gateway.sockets", 1, {}, true);
     ws.on("pong", () => (session.alive = true));
     ws.on("message", (data, isBinary) => session.receive(data, isBinary));
     ws.on("error", () => undefined); // a broken socket closes next; 'close' does the rest
@@ -274,6 +276,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   private end(session: Session): Promise<void> {
     if (!this.sessions.delete(session)) return Promise.resolve();
+    this.rollcall.metrics.add("rollcall.gateway.sockets", -1, {}, true);
     const ended = session
       .close()
       .catch((error: unknown) => this.report(error))

@@ -84,6 +84,7 @@ export class Session {
       return;
     }
     this.strikes = 0;
+    this.gateway.rollcall.metrics.add("rollcall.gateway.frames", 1, { type: frame?.type ?? "bad" });
     // In the queue, refusals too: replies go out in the order of the frames they answer.
     this.queue = this.queue.then(() =>
       frame
@@ -143,6 +144,7 @@ export class Session {
   }
 
   private fail(code: FrameErrorCode, message: string, ref?: string): void {
+    this.gateway.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: code });
     this.send(
       ref === undefined ? { type: "error", code, message } : { type: "error", code, message, ref },
     );

@@ -195,6 +195,8 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   private async handle(bucket: number, entries: StreamEntries): Promise<number> {
     const key = this.rollcall.layout.log(bucket);
     const done: string[] = [];
+    const count = (outcome: string) =>
+      this.rollcall.metrics.add("rollcall.log.entries", 1, { group: this.group, outcome });
     for (const [id, fields] of entries) {
       // A pending entry whose data was trimmed comes back with no fields: it can only be let go.
       if (!fields || fields.length < 2) {
@@ -206,7 +208,9 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
         await this.handler(parse(fields[1]!), { bucket, id });
         done.push(id);
         this.attempts.delete(id);
+        count("ok");
       } catch (error) {
+        count("failed");
         const attempts = (this.attempts.get(id) ?? 0) + 1;
         this.attempts.set(id, attempts);
         this.report(error instanceof Error ? error : new Error(String(error)));
@@ -216,6 +220,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
           );
           this.attempts.delete(id);
           done.push(id);
+          count("given-up");
         }
       }
     }
@@ -249,6 +254,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   }
 
   private tell(name: "trimmed", entry: LogEntry): void {
+    this.rollcall.metrics.add("rollcall.log.entries", 1, { group: this.group, outcome: "trimmed" });
     try {
       this.emit(name, entry);
     } catch (error) {

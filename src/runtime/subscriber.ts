@@ -197,6 +197,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   private onLost(): void {
     if (this.lost || this.isClosed) return;
     this.lost = true;
+    this.rollcall.metrics.add("rollcall.subscriber.connection", 1, { change: "lost" });
     this.notify("onLost");
   }
 
@@ -214,6 +215,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
       this.connection.disconnect(true);
       return;
     }
+    this.rollcall.metrics.add("rollcall.subscriber.connection", 1, { change: "back" });
     this.notify("onResubscribed");
   }
 

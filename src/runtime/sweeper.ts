@@ -21,6 +21,8 @@ export interface PassStats extends SweepCounts {
   calls: number;
   /** Rooms that had something due. */
   rooms: number;
+  /** How long the longest overdue room had been due when the pass found it: the sweep's lag. */
+  lagMs: number;
   durationMs: number;
 }
 
@@ -76,10 +78,23 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
 
   /** One pass: every bucket, each drained of what is due, room by room. */
   async sweepOnce(): Promise<PassStats> {
+    try {
+      const stats = await this.pass();
+      this.record(stats);
+      return stats;
+    } catch (error) {
+      const failure = error instanceof RollcallError ? error : new RedisCallError("sweep", error);
+      this.record(failure);
+      throw failure;
+    }
+  }
+
+  private async pass(): Promise<PassStats> {
     const started = performance.now();
     const stats: PassStats = {
       calls: 0,
       rooms: 0,
+      lagMs: 0,
       connections: 0,
       leaves: 0,
       typingStops: 0,
@@ -88,7 +103,9 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     const sweepBucket = async (bucket: number) => {
       let rooms: string[];
       do {
-        rooms = await this.rollcall.dueRooms(bucket, ROOMS_PER_CALL);
+        const due = await this.rollcall.dueRooms(bucket, ROOMS_PER_CALL);
+        rooms = due.rooms;
+        stats.lagMs = Math.max(stats.lagMs, due.lagMs);
         stats.calls += 1;
         stats.rooms += rooms.length;
         const swept = await Promise.all(
@@ -121,7 +138,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
         failures = 0;
       } catch (error) {
         failures += 1;
-        outcome = error instanceof RollcallError ? error : new RedisCallError("sweep", error);
+        outcome = error as RollcallError; // sweepOnce throws nothing else
       }
       const pause =
         failures === 0
@@ -130,6 +147,20 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       this.report(outcome, pause);
       if (!this.stopping) await this.pause.wait(pause);
     }
+  }
+
+  private record(outcome: PassStats | RollcallError): void {
+    const { metrics } = this.rollcall;
+    if (outcome instanceof RollcallError) {
+      metrics.add("rollcall.sweep.passes", 1, { outcome: outcome.code });
+      return;
+    }
+    metrics.add("rollcall.sweep.passes", 1, { outcome: "ok" });
+    metrics.add("rollcall.sweep.expirations", outcome.connections, { kind: "connection" });
+    metrics.add("rollcall.sweep.expirations", outcome.leaves, { kind: "leave" });
+    metrics.add("rollcall.sweep.expirations", outcome.typingStops, { kind: "typing-stop" });
+    metrics.record("rollcall.sweep.lag", outcome.lagMs);
+    metrics.record("rollcall.sweep.duration", outcome.durationMs);
   }
 
   // A listener that throws must not stop the loop, nor pass for a failed sweep.

@@ -162,7 +162,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     for (const change of outcome.changes) this.tell(() => this.emit("change", change));
     if (outcome.resync) return false;
     this.isSynced = true;
-    this.tell(() => this.emit("sync", "log"));
+    this.announceSync("log");
     return true;
   }
 
@@ -174,8 +174,13 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     if (this.lost) this.replica.hold();
     this.isSynced = !this.lost && !outcome.resync;
     for (const change of outcome.changes) this.tell(() => this.emit("change", change));
-    this.tell(() => this.emit("sync", reason));
+    this.announceSync(reason);
     if (outcome.resync) this.resync("gap");
+  }
+
+  private announceSync(reason: SyncReason): void {
+    this.subscriber.rollcall.metrics.add("rollcall.watch.syncs", 1, { reason });
+    this.tell(() => this.emit("sync", reason));
   }
 
   /** Calls the caller's listeners; one that throws is reported, never propagated. */

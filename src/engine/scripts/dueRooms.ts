@@ -1,8 +1,17 @@
 import type { Script } from "../script.js";
 
-/** Rooms of a bucket with something due now, at most `limit`. */
-export const dueRooms: Script<{ limit: number }, string[]> = {
+export interface DueRooms {
+  /** Rooms of the bucket with something due now, the longest overdue first. */
+  rooms: string[];
+  /** How long the first of them has been due: how far behind sweeping is. */
+  lagMs: number;
+}
+
+export const dueRooms: Script<{ limit: number }, DueRooms> = {
   name: "dueRooms",
   args: ({ limit }) => [limit],
-  decode: (reply) => reply.values.map((_, i) => reply.str(i)),
+  decode: (reply) => ({
+    lagMs: reply.int(0),
+    rooms: reply.values.slice(1).map((_, i) => reply.str(i + 1)),
+  }),
 };
