@@ -1,4 +1,5 @@
 import type { EventEmitter } from "node:events";
+import { backoff } from "../protocol/backoff.js";
 
 /**
  * Hands an error to an emitter's 'error' listeners, or to process.emitWarning when it has none:
@@ -26,5 +27,56 @@ export class Pause {
 
   interrupt(): void {
     this.wake?.();
+  }
+}
+
+/**
+ * A background loop: one round after another until stop(), which waits for the round in flight.
+ * A round resolves to the pause before the next one; a round that fails is handed to `failed`
+ * with the pause before the next try, doubling from `firstMs` up to `maxMs`.
+ */
+export class Loop {
+  private running: Promise<void> | undefined;
+  private stopping = false;
+  private readonly pause = new Pause();
+
+  constructor(
+    private readonly round: () => Promise<number>,
+    private readonly failed: (error: unknown, retryInMs: number) => void,
+    private readonly retry: { firstMs: number; maxMs: number },
+  ) {}
+
+  /** stop() was called: a round in flight should finish early. */
+  get stopped(): boolean {
+    return this.stopping;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.stopping = false;
+    this.running = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.pause.interrupt();
+    await this.running;
+    this.running = undefined;
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    while (!this.stopping) {
+      let pause: number;
+      try {
+        pause = await this.round();
+        failures = 0;
+      } catch (error) {
+        failures += 1;
+        pause = backoff(failures, this.retry);
+        this.failed(error, pause);
+      }
+      if (pause > 0 && !this.stopping) await this.pause.wait(pause);
+    }
   }
 }

@@ -2,10 +2,9 @@ import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { Cluster, Redis } from "ioredis";
 import type { Rollcall } from "../engine/rollcall.js";
-import { backoff } from "../protocol/backoff.js";
 import { RedisCallError, RollcallError, UnexpectedReplyError } from "../protocol/errors.js";
 import { checkEvent, type PresenceEvent } from "../protocol/events.js";
-import { Pause, reportError } from "./background.js";
+import { Loop, reportError } from "./background.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 
 /** Where an event sits in its bucket's log. */
@@ -66,9 +65,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   /** Buckets whose group exists, and whose own pending entries were read since the start. */
   private readonly ready = new Set<number>();
   private readonly recovered = new Set<number>();
-  private running: Promise<void> | undefined;
-  private stopping = false;
-  private readonly pause = new Pause();
+  private readonly loop: Loop;
 
   constructor(
     readonly rollcall: Rollcall,
@@ -107,21 +104,22 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
       ? (redis as Cluster).duplicate()
       : (redis as Redis).duplicate();
     this.connection.on("error", (error: Error) => this.report(new RedisCallError("log", error)));
+    this.loop = new Loop(
+      async () => ((await this.consumeOnce()) > 0 ? 0 : this.pollMs),
+      (error) =>
+        this.report(error instanceof RollcallError ? error : new RedisCallError("log", error)),
+      { firstMs: this.pollMs, maxMs: 5_000 },
+    );
   }
 
   /** Reads and handles in the background until stop(). */
   start(): void {
-    if (this.running) return;
-    this.stopping = false;
-    this.running = this.loop();
+    this.loop.start();
   }
 
   /** Stops after the pass in flight (its handled events acknowledged) and closes the connection. */
   async stop(): Promise<void> {
-    this.stopping = true;
-    this.pause.interrupt();
-    await this.running;
-    this.running = undefined;
+    await this.loop.stop();
     this.connection.disconnect();
   }
 
@@ -233,23 +231,6 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
       return await command();
     } catch (error) {
       throw new RedisCallError("log", error);
-    }
-  }
-
-  private async loop(): Promise<void> {
-    let failures = 0;
-    while (!this.stopping) {
-      let pause = this.pollMs;
-      try {
-        const handled = await this.consumeOnce();
-        failures = 0;
-        if (handled > 0) pause = 0;
-      } catch (error) {
-        failures += 1;
-        this.report(error instanceof RollcallError ? error : new RedisCallError("log", error));
-        pause = backoff(failures, { firstMs: this.pollMs, maxMs: 5_000 });
-      }
-      if (pause > 0 && !this.stopping) await this.pause.wait(pause);
     }
   }
 

@@ -1,10 +1,9 @@
 import { EventEmitter } from "node:events";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { SweepCounts } from "../engine/scripts/sweepRoom.js";
-import { backoff } from "../protocol/backoff.js";
 import { RedisCallError, RollcallError } from "../protocol/errors.js";
 import { integer, knownKeys } from "../protocol/options.js";
-import { Pause } from "./background.js";
+import { Loop } from "./background.js";
 
 export interface SweeperOptions {
   /** Pause between passes. Default 1 000 ms: a typist stops within typing window + 1 s. */
@@ -45,10 +44,7 @@ const ROOMS_PER_CALL = 64;
 export class Sweeper extends EventEmitter<SweeperEvents> {
   private readonly intervalMs: number;
   private readonly batch: number;
-  private readonly maxBackoffMs: number;
-  private running: Promise<void> | undefined;
-  private readonly pause = new Pause();
-  private stopping = false;
+  private readonly loop: Loop;
 
   constructor(
     private readonly rollcall: Rollcall,
@@ -58,22 +54,25 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     const o = knownKeys(options, ["intervalMs", "batch", "maxBackoffMs"]);
     this.intervalMs = integer("intervalMs", o.intervalMs ?? 1_000, 1, 3_600_000);
     this.batch = integer("batch", o.batch ?? 16, 1, 10_000);
-    this.maxBackoffMs = integer("maxBackoffMs", o.maxBackoffMs ?? 30_000, 1, 3_600_000);
+    const maxMs = integer("maxBackoffMs", o.maxBackoffMs ?? 30_000, 1, 3_600_000);
+    this.loop = new Loop(
+      async () => {
+        this.report(await this.sweepOnce(), this.intervalMs);
+        return this.intervalMs;
+      },
+      (error, retryInMs) => this.report(error as RollcallError, retryInMs), // sweepOnce throws nothing else
+      { firstMs: 2 * this.intervalMs, maxMs },
+    );
   }
 
   /** Sweeps in the background, pausing intervalMs after each pass, until stop(). */
   start(): void {
-    if (this.running) return;
-    this.stopping = false;
-    this.running = this.loop();
+    this.loop.start();
   }
 
   /** Stops, after the pass in flight (if any) has finished. */
-  async stop(): Promise<void> {
-    this.stopping = true;
-    this.pause.interrupt();
-    await this.running;
-    this.running = undefined;
+  stop(): Promise<void> {
+    return this.loop.stop();
   }
 
   /** One pass: every bucket, each drained of what is due, room by room. */
@@ -100,53 +99,43 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       typingStops: 0,
       durationMs: 0,
     };
+    // A room that fails (a record no script can read) must not keep the others from being swept:
+    // every due room is tried, and the pass reports the first failure at its end.
+    const failures: unknown[] = [];
     const sweepBucket = async (bucket: number) => {
       let rooms: string[];
+      let progress: boolean;
       do {
         const due = await this.rollcall.dueRooms(bucket, ROOMS_PER_CALL);
         rooms = due.rooms;
         stats.lagMs = Math.max(stats.lagMs, due.lagMs);
         stats.calls += 1;
         stats.rooms += rooms.length;
-        const swept = await Promise.all(
+        const swept = await Promise.allSettled(
           rooms.map((room) => this.rollcall.sweepRoom(room, { batch: this.batch })),
         );
-        for (const counts of swept) {
-          stats.calls += counts.calls;
-          stats.connections += counts.connections;
-          stats.leaves += counts.leaves;
-          stats.typingStops += counts.typingStops;
+        progress = false;
+        for (const result of swept) {
+          if (result.status === "rejected") {
+            failures.push(result.reason);
+            continue;
+          }
+          progress = true;
+          stats.calls += result.value.calls;
+          stats.connections += result.value.connections;
+          stats.leaves += result.value.leaves;
+          stats.typingStops += result.value.typingStops;
         }
-      } while (rooms.length === ROOMS_PER_CALL && !this.stopping);
+      } while (rooms.length === ROOMS_PER_CALL && progress && !this.loop.stopped);
     };
     // allSettled, not all: a failing bucket must not leave the others' loops running after the pass.
     const buckets = await Promise.allSettled(
       Array.from({ length: this.rollcall.settings.buckets }, (_, bucket) => sweepBucket(bucket)),
     );
-    const failure = buckets.find((b) => b.status === "rejected");
-    if (failure) throw failure.reason;
+    for (const b of buckets) if (b.status === "rejected") failures.push(b.reason);
+    if (failures.length > 0) throw failures[0];
     stats.durationMs = performance.now() - started;
     return stats;
-  }
-
-  private async loop(): Promise<void> {
-    let failures = 0;
-    while (!this.stopping) {
-      let outcome: PassStats | RollcallError;
-      try {
-        outcome = await this.sweepOnce();
-        failures = 0;
-      } catch (error) {
-        failures += 1;
-        outcome = error as RollcallError; // sweepOnce throws nothing else
-      }
-      const pause =
-        failures === 0
-          ? this.intervalMs
-          : backoff(failures + 1, { firstMs: this.intervalMs, maxMs: this.maxBackoffMs });
-      this.report(outcome, pause);
-      if (!this.stopping) await this.pause.wait(pause);
-    }
   }
 
   private record(outcome: PassStats | RollcallError): void {
