@@ -42,7 +42,7 @@ export class Layout {
         `${tag}:u:${room}`,
         `${tag}:z:${room}`,
         this.due(bucket),
-        `${tag}:seq`,
+        this.seq(bucket),
         this.log(bucket),
       ],
       channelPrefix,
@@ -53,6 +53,11 @@ export class Layout {
   /** The bucket's rooms with something due, by their next deadline. */
   due(bucket: number): string {
     return `${this.tag(bucket)}:due`;
+  }
+
+  /** The bucket's event counter, its epoch and the Redis process that owns it. */
+  seq(bucket: number): string {
+    return `${this.tag(bucket)}:seq`;
   }
 
   /** The bucket's event log (a stream), when the log is on. */

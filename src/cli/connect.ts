@@ -1,0 +1,194 @@
+import { Cluster, Redis } from "ioredis";
+import { Layout } from "../engine/layout.js";
+import { Rollcall } from "../engine/rollcall.js";
+import type { Client } from "../engine/script.js";
+import { deploymentFields, settle, type RollcallOptions } from "../engine/settings.js";
+import { InvalidInputError, RedisCallError } from "../protocol/errors.js";
+import type { Target } from "./args.js";
+import { CliError } from "./errors.js";
+
+/** Connection attempts before the CLI gives up on a Redis it cannot reach. */
+const ATTEMPTS = 3;
+const CONNECT_TIMEOUT_MS = 3_000;
+/** ioredis waits this long (2 s by default) for a socket it closed to close: it delays exits. */
+const DISCONNECT_TIMEOUT_MS = 200;
+/** However the attempts go, a command never waits longer than this for its first connection. */
+const GIVE_UP_MS = 20_000;
+
+export interface ConnectOptions {
+  /** Keep reconnecting once connected (a watch), instead of failing after a few attempts. */
+  persistent?: boolean;
+}
+
+/** Where the target is, in words, for messages. */
+export function targetName(target: Target): string {
+  return "url" in target
+    ? redacted(target.url)
+    : `the cluster at ${target.nodes.map((n) => `${n.host}:${n.port}`).join(",")}`;
+}
+
+/** A connected client, or a CliError saying why there is none, within seconds. */
+export async function connect(target: Target, options: ConnectOptions = {}): Promise<Client> {
+  let connected = false;
+  // Before the first connection, a few quick attempts: an unreachable Redis is an error now, not
+  // a hang. A persistent client then reconnects for as long as it runs.
+  const retry = (times: number) =>
+    connected && options.persistent
+      ? Math.min(100 * 2 ** times, 2_000)
+      : times > ATTEMPTS
+        ? null
+        : 200 * times;
+  const client: Client =
+    "url" in target
+      ? new Redis(target.url, {
+          lazyConnect: true,
+          connectTimeout: CONNECT_TIMEOUT_MS,
+          disconnectTimeout: DISCONNECT_TIMEOUT_MS,
+          maxRetriesPerRequest: 1,
+          retryStrategy: retry,
+        })
+      : new Cluster([...target.nodes], {
+          lazyConnect: true,
+          clusterRetryStrategy: retry,
+          redisOptions: {
+            connectTimeout: CONNECT_TIMEOUT_MS,
+            disconnectTimeout: DISCONNECT_TIMEOUT_MS,
+            maxRetriesPerRequest: 1,
+          },
+        });
+  let lastError: Error | undefined;
+  // Failures surface through the commands; unheard, ioredis would print each one to the console.
+  client.on("error", (error: Error) => (lastError = error));
+  try {
+    await whenReady(client);
+  } catch {
+    // Once ended there is nothing to close; disconnect() would then wait out a 2 s timer.
+    if (client.status !== "end") client.disconnect();
+    const why = lastError?.message ?? "no answer";
+    throw new CliError(1, `cannot reach ${targetName(target)}: ${why}`);
+  }
+  connected = true;
+  return client;
+}
+
+function whenReady(client: Client): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const done = (error?: Error) => {
+      clearTimeout(timer);
+      client.off("ready", onReady);
+      client.off("end", onEnd);
+      if (error) reject(error);
+      else resolve();
+    };
+    const onReady = () => done();
+    const onEnd = () => done(new Error("connection ended"));
+    const timer = setTimeout(() => done(new Error("timed out")), GIVE_UP_MS);
+    client.once("ready", onReady);
+    client.once("end", onEnd);
+    // It rejects on the first failed attempt, while retries go on: 'ready' and 'end' tell.
+    client.connect().catch(() => undefined);
+  });
+}
+
+/** The settings the deployment stored (field, value, ...), empty when none are. */
+export async function storedSettings(client: Client, prefix: string): Promise<string[]> {
+  const key = deploymentKey(prefix);
+  try {
+    return Object.entries(await client.hgetall(key)).flat();
+  } catch (error) {
+    throw new RedisCallError(`read of ${key}`, error);
+  }
+}
+
+/**
+ * A Rollcall on the deployment's own stored settings, checked by ready(): nothing to repeat, and
+ * nothing stored by accident, since the CLI never runs where no instance has.
+ */
+export async function deploymentRollcall(
+  client: Client,
+  prefix: string,
+  options: Pick<RollcallOptions, "rosterLimit"> = {},
+): Promise<Rollcall> {
+  const stored = await storedSettings(client, prefix);
+  const key = deploymentKey(prefix);
+  if (stored.length === 0) {
+    throw new CliError(
+      2,
+      `no deployment here: ${key} is empty (no rollcall instance has run with prefix ${prefix}; see --prefix, --redis, --cluster)`,
+    );
+  }
+  const shared = new Set(deploymentFields(settle()).filter((_, i) => i % 2 === 0));
+  shared.delete("layout");
+  const settings: Record<string, number> = {};
+  for (let i = 0; i + 1 < stored.length; i += 2) {
+    if (shared.has(stored[i]!)) settings[stored[i]!] = Number(stored[i + 1]);
+  }
+  let rollcall: Rollcall;
+  try {
+    rollcall = new Rollcall(client, { ...settings, ...options, prefix });
+  } catch (error) {
+    if (!(error instanceof InvalidInputError)) throw error;
+    throw new CliError(1, `the settings stored in ${key} are not usable: ${error.message}`);
+  }
+  await rollcall.ready(); // also compares the layout version this CLI was built for
+  return rollcall;
+}
+
+/** Connects, runs, and always disconnects. */
+export async function withClient<T>(
+  target: Target,
+  use: (client: Client) => Promise<T>,
+  options?: ConnectOptions,
+): Promise<T> {
+  const client = await connect(target, options);
+  try {
+    return await use(client);
+  } finally {
+    client.disconnect();
+  }
+}
+
+/**
+ * Redis's clock, in ms, on the node that holds `key`: TIME names no key, so it rides a pipeline
+ * that the key routes (on a single Redis, simply TIME).
+ */
+export async function timeNear(client: Client, key: string): Promise<number> {
+  const [, time] = await pipelined(client.pipeline().exists(key).time());
+  return redisMs(time);
+}
+
+/** TIME's reply in ms. */
+export function redisMs(time: unknown): number {
+  const [seconds, micros] = time as [string, string];
+  return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+}
+
+/** A pipeline's replies, or its first error. */
+export async function pipelined(pipeline: ReturnType<Client["pipeline"]>): Promise<unknown[]> {
+  let replies;
+  try {
+    replies = await pipeline.exec();
+  } catch (error) {
+    throw new RedisCallError("pipeline", error);
+  }
+  return (replies ?? []).map(([error, reply]) => {
+    if (error) throw new RedisCallError("pipeline", error);
+    return reply;
+  });
+}
+
+/** The deployment key names no bucket: any bucket count builds it. */
+export function deploymentKey(prefix: string): string {
+  return new Layout(prefix, 1).deployment;
+}
+
+/** A URL without its password, for messages. */
+function redacted(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password) parsed.password = "***";
+    return parsed.toString();
+  } catch {
+    return url;
+  }
+}

@@ -1,0 +1,18 @@
+/** A failure the CLI reports in one line and exits with: 2 for a usage error, 1 for the rest. */
+export class CliError extends Error {
+  constructor(
+    readonly exitCode: 1 | 2,
+    message: string,
+    /** The command line itself was wrong: the usage text follows the message. */
+    readonly showUsage = false,
+  ) {
+    super(message);
+    this.name = "CliError";
+  }
+}
+
+/** The command line's shape is wrong (a command, an option, an argument): usage follows. */
+export const usageError = (message: string) => new CliError(2, message, true);
+
+/** A value on the command line is wrong: the message says which and why. */
+export const badValue = (message: string) => new CliError(2, message);

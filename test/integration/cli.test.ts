@@ -1,0 +1,426 @@
+import { expect } from "chai";
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { readdirSync, statSync } from "node:fs";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { Rollcall, type Roster } from "../../src/index.js";
+import { useCluster } from "../support/cluster.js";
+import { client, eventually, listen, redisUrl, sleep } from "../support/redis.js";
+
+// Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const MAIN = `${ROOT}dist/cli/main.js`;
+const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+
+interface Result {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+}
+
+function start(args: string[], env: Record<string, string> = {}): ChildProcess {
+  return spawn(process.execPath, [MAIN, ...args], {
+    env: { ...process.env, REDIS_URL: redisUrl(), NO_COLOR: "1", ...env },
+  });
+}
+
+/** Runs the CLI to its end (killed after 20 s: a hang fails the test, not the run). */
+function cli(args: string[], env?: Record<string, string>): Promise<Result> {
+  const started = performance.now();
+  const child = start(args, env);
+  let stdout = "";
+  let stderr = "";
+  child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+  child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+  return new Promise((resolve, reject) => {
+    child.once("error", reject);
+    child.once("close", (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, ms: performance.now() - started });
+    });
+  });
+}
+
+async function json<T>(args: string[]): Promise<T> {
+  const { code, stdout, stderr } = await cli(args);
+  expect(code, stderr).to.equal(0);
+  return JSON.parse(stdout) as T;
+}
+
+/** Whether tsc's output for the CLI is missing or older than its source. */
+function stale(dir = "cli"): boolean {
+  for (const entry of readdirSync(`${ROOT}src/${dir}`, { withFileTypes: true })) {
+    const path = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) {
+      if (stale(path)) return true;
+      continue;
+    }
+    if (!entry.name.endsWith(".ts")) continue;
+    const out = `${ROOT}dist/${path.replace(/\.ts$/, ".js")}`;
+    try {
+      if (statSync(out).mtimeMs < statSync(`${ROOT}src/${path}`).mtimeMs) return true;
+    } catch {
+      return true;
+    }
+  }
+  return false;
+}
+
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
+
+interface Counts {
+  rooms: number;
+  users: number;
+  connections: number;
+  typing: number;
+  backlog: number;
+  lagMs: number | null;
+}
+interface Stats {
+  buckets: (Counts & { bucket: number; epoch: string | null; events: number })[];
+  total: Counts;
+}
+
+/** Three rooms: ann (two connections, typing) and bob in one; cy and dee alone in the others. */
+async function populate(rc: Rollcall): Promise<void> {
+  await rc.heartbeat("doc-42", "ann", "ann-laptop", { state: { status: "online" } });
+  await rc.heartbeat("doc-42", "ann", "ann-phone");
+  await rc.heartbeat("doc-42", "bob", "bob-1");
+  await rc.startTyping("doc-42", "ann");
+  await rc.heartbeat("doc-7", "cy", "cy-1");
+  await rc.heartbeat("lobby", "dee", "dee-1");
+}
+
+describe("the rollcall CLI", function () {
+  before(async function () {
+    this.timeout(120_000);
+    // tsc emits even past a type error elsewhere in src/; only a stale CLI matters here.
+    await promisify(execFile)("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: ROOT }).catch(
+      () => undefined,
+    );
+    if (stale()) throw new Error("dist/cli is stale and tsc could not rebuild it");
+  });
+
+  describe("roster", () => {
+    it("prints the room's members as a table, with count, epoch and seq", async () => {
+      const rc = new Rollcall(client(), OPTIONS);
+      await populate(rc);
+      const { epoch, seq } = await rc.roster("doc-42");
+
+      const { code, stdout, stderr } = await cli(["roster", "doc-42"]);
+      expect(code, stderr).to.equal(0);
+      expect(stderr).to.equal("");
+      const [title, header, ...rows] = stdout.trimEnd().split("\n");
+      expect(title).to.equal(`doc-42: 2 present, 1 typing (epoch ${epoch}, seq ${seq})`);
+      expect(header).to.match(/^user +connections +last seen +joined +typing +state$/);
+      expect(rows).to.have.length(2);
+      expect(rows[0]).to.match(
+        /^ann +2 +[\d.]+m?s ago +[\d.]+m?s ago +yes \([\d.]+m?s ago\) +\{"status":"online"\}$/,
+      );
+      expect(rows[1]).to.match(/^bob +1 +[\d.]+m?s ago +[\d.]+m?s ago +- +-$/);
+    });
+
+    it("prints roster() as JSON with --json", async () => {
+      const rc = new Rollcall(client(), OPTIONS);
+      await populate(rc);
+      expect(await json<Roster>(["roster", "doc-42", "--json"])).to.deep.equal(
+        await rc.roster("doc-42"),
+      );
+      expect(await json<Roster>(["--json", "roster", "empty-room"])).to.include({
+        room: "empty-room",
+        count: 0,
+      });
+    });
+
+    it("refuses a Redis where no deployment is stored (exit 2), storing nothing", async () => {
+      const { code, stdout, stderr } = await cli(["roster", "doc-42"]);
+      expect(code).to.equal(2);
+      expect(stdout).to.equal("");
+      expect(stderr).to.equal(
+        "rollcall: no deployment here: rollcall:deployment is empty (no rollcall instance has run " +
+          "with prefix rollcall; see --prefix, --redis, --cluster)\n",
+      );
+      expect(await client().exists("rollcall:deployment")).to.equal(0);
+    });
+
+    it("reads the deployment under --prefix", async () => {
+      const rc = new Rollcall(client(), { ...OPTIONS, prefix: "app.presence" });
+      await rc.heartbeat("doc-42", "ann", "c1");
+      const { code, stdout } = await cli(["--prefix", "app.presence", "roster", "doc-42"]);
+      expect(code).to.equal(0);
+      expect(stdout).to.match(/^doc-42: 1 present, 0 typing/);
+    });
+  });
+
+  describe("stats", () => {
+    it("counts rooms, users, connections and typists; overdue rooms are a backlog with a lag", async () => {
+      const rc = new Rollcall(client(), OPTIONS);
+      await populate(rc);
+      const counters = await Promise.all(
+        Array.from({ length: rc.layout.buckets }, (_, b) =>
+          client().hmget(rc.layout.seq(b), "n", "epoch"),
+        ),
+      );
+
+      const fresh = await json<Stats>(["stats", "--json"]);
+      expect(fresh.total).to.include({ rooms: 3, users: 4, connections: 5, typing: 1 });
+      expect(fresh.buckets).to.have.length(16);
+      for (const [i, bucket] of fresh.buckets.entries()) {
+        const [n, epoch] = counters[i]!;
+        expect(bucket).to.include({ bucket: i, events: Number(n ?? 0), epoch: epoch ?? null });
+      }
+      const sum = (key: "rooms" | "users" | "connections" | "typing") =>
+        fresh.buckets.reduce((total, b) => total + b[key], 0);
+      expect([sum("rooms"), sum("users"), sum("connections"), sum("typing")]).to.deep.equal([
+        3, 4, 5, 1,
+      ]);
+
+      // No sweeper runs: every room is overdue and still lists its members.
+      await sleep(OPTIONS.presenceWindowMs + 200);
+      const overdue = await json<Stats>(["stats", "--json"]);
+      expect(overdue.total).to.include({ rooms: 3, users: 4, connections: 5, backlog: 3 });
+      expect(overdue.total.lagMs).to.be.within(200, 5_000);
+      const lagging = overdue.buckets.filter((b) => b.lagMs !== null);
+      expect(lagging.map((b) => b.backlog).reduce((a, b) => a + b)).to.equal(3);
+      expect(Math.max(...lagging.map((b) => b.lagMs!))).to.equal(overdue.total.lagMs);
+
+      const { code, stdout } = await cli(["stats"]);
+      expect(code).to.equal(0);
+      const lines = stdout.trimEnd().split("\n");
+      expect(lines[0]).to.match(
+        /^bucket +rooms +users +connections +typing +backlog +lag +events +epoch$/,
+      );
+      expect(lines).to.have.length(1 + 16 + 1);
+      expect(lines.at(-1)).to.match(/^ +total +3 +4 +5 +1 +3 +\d\S*s$/);
+    });
+  });
+
+  describe("sweep", () => {
+    it("runs one pass and announces the expired leave", async () => {
+      const rc = new Rollcall(client(), OPTIONS);
+      await rc.heartbeat("doc-42", "ann", "c1");
+      const events = await listen([rc.channel("doc-42")]);
+      await sleep(OPTIONS.presenceWindowMs + 100);
+
+      const { code, stdout, stderr } = await cli(["sweep"]);
+      expect(code, stderr).to.equal(0);
+      expect(stdout).to.match(
+        /^swept 1 room in \S+ \(\d+ calls\): 1 connection expired, 1 leave, 0 typing stops announced\n$/,
+      );
+      expect((await rc.roster("doc-42")).count).to.equal(0);
+      await eventually(() => events.length === 1);
+      expect(events[0]).to.include({ type: "leave", user: "ann", reason: "expired", count: 0 });
+
+      const again = await cli(["sweep"]);
+      expect(again.stdout).to.match(/^swept 0 rooms .*0 leaves/);
+    });
+  });
+
+  describe("check", () => {
+    it("exits 0 when the given settings agree with the stored ones", async () => {
+      await new Rollcall(client(), OPTIONS).ready();
+      const { code, stdout } = await cli([
+        "check",
+        "--presence-window-ms",
+        "1000",
+        "--typing-window-ms",
+        "300",
+        "--key-ttl-ms",
+        "3000",
+      ]);
+      expect(code).to.equal(0);
+      expect(stdout).to.equal("the settings agree with rollcall:deployment\n");
+    });
+
+    it("exits 1 and prints each difference when they differ (defaults for what is not given)", async () => {
+      await new Rollcall(client(), OPTIONS).ready();
+      const given = ["--presence-window-ms", "2000", "--typing-window-ms", "300", "--buckets", "8"];
+      const { code, stdout } = await cli(["check", ...given]);
+      expect(code).to.equal(1);
+      expect(stdout.trimEnd().split("\n")).to.deep.equal([
+        'the settings differ from rollcall:deployment ("there" is stored, "here" given):',
+        "  buckets is 16 there, 8 here",
+        "  presenceWindowMs is 1000 there, 2000 here",
+        "  keyTtlMs is 3000 there, 86400000 here",
+      ]);
+    });
+
+    it("exits 0 with a note when nothing is stored yet, and stores nothing", async () => {
+      const { code, stdout } = await cli(["check", "--buckets", "8"]);
+      expect(code).to.equal(0);
+      expect(stdout).to.equal(
+        "nothing stored in rollcall:deployment yet: the first instance to start stores its settings\n",
+      );
+      expect(await client().exists("rollcall:deployment")).to.equal(0);
+    });
+
+    it("refuses settings the library would refuse (exit 2)", async () => {
+      const { code, stderr } = await cli(["check", "--typing-window-ms", "60000"]);
+      expect(code).to.equal(2);
+      expect(stderr).to.equal("rollcall: typingWindowMs must be shorter than presenceWindowMs\n");
+    });
+  });
+
+  describe("watch", () => {
+    it("tails the room's events with the roster after each, and ends cleanly on SIGINT", async () => {
+      const rc = new Rollcall(client(), OPTIONS);
+      await rc.heartbeat("doc-42", "ann", "ann-1", { state: { status: "online" } });
+      const child = start(["watch", "doc-42"]);
+      let stdout = "";
+      let stderr = "";
+      child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+      try {
+        await eventually(() => stdout.includes("1 present: ann\n"), 10_000);
+        expect(stdout.split("\n").slice(0, 2)).to.deep.equal([
+          `watching doc-42 on ${redisUrl()}`,
+          `${" ".repeat(12)}  epoch ${(await rc.roster("doc-42")).epoch}, seq 1  1 present: ann`,
+        ]);
+
+        await rc.heartbeat("doc-42", "bob", "bob-1");
+        await rc.startTyping("doc-42", "bob");
+        await rc.setState("doc-42", "bob", { mood: "busy" });
+        await rc.leave("doc-42", "bob", "bob-1");
+        await eventually(() => stdout.split("\n").length >= 2 + 5 + 1);
+        const time = String.raw`\d\d:\d\d:\d\d\.\d{3}`;
+        const lines = stdout.trimEnd().split("\n").slice(2);
+        const expected = [
+          String.raw`join +bob  → 2 present: ann, bob`,
+          String.raw`typing-start +bob  → 2 present: ann, bob; typing: bob`,
+          String.raw`update +bob \{"mood":"busy"\}  → 2 present: ann, bob; typing: bob`,
+          String.raw`typing-stop +bob left  → 2 present: ann, bob`,
+          String.raw`leave +bob explicit  → 1 present: ann`,
+        ];
+        expect(lines).to.have.length(expected.length);
+        lines.forEach((line, i) => expect(line).to.match(new RegExp(`^${time}  ${expected[i]}$`)));
+      } finally {
+        child.kill("SIGINT");
+      }
+      expect(await exited).to.equal(0);
+      expect(stderr).to.equal("");
+    });
+
+    it("shows a resync and its reason when the replica catches up", async () => {
+      const rc = new Rollcall(client(), OPTIONS);
+      await rc.heartbeat("doc-42", "ann", "ann-1");
+      const child = start(["watch", "doc-42"]);
+      let stdout = "";
+      child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+      try {
+        await eventually(() => stdout.includes("1 present: ann\n"), 10_000);
+        // The subscriber connection is killed: the watch resubscribes, then takes a snapshot.
+        const admin = client();
+        const clients = String(await admin.client("LIST"));
+        const subscriber = clients.split("\n").find((line) => / ssub=1 /.test(line));
+        expect(subscriber, clients).to.be.a("string");
+        await rc.heartbeat("doc-42", "bob", "bob-1");
+        await admin.client("KILL", "ID", /\bid=(\d+)/.exec(subscriber!)![1]!);
+        await rc.heartbeat("doc-42", "cy", "cy-1");
+        await eventually(() => /resync \(reconnect\)/.test(stdout), 10_000);
+        expect(stdout).to.match(/join +cy .*→ 3 present: ann, bob, cy/);
+        expect(stdout).to.match(
+          /resync \(reconnect\) epoch \S+, seq \d+ {2}→ 3 present: ann, bob, cy/,
+        );
+      } finally {
+        child.kill("SIGTERM");
+      }
+      expect(await exited).to.equal(0);
+    });
+  });
+
+  describe("errors", () => {
+    it("a usage error exits 2 with the usage", async () => {
+      for (const args of [
+        ["launch"],
+        ["stats", "--nope"],
+        ["sweep", "--json"],
+        ["roster"],
+        [],
+        ["--redis", "redis://x", "--cluster", "x:1", "stats"],
+      ]) {
+        const { code, stdout, stderr } = await cli(args);
+        expect(code, args.join(" ")).to.equal(2);
+        expect(stdout).to.equal("");
+        expect(stderr).to.match(/^rollcall: .+\n\nUsage: rollcall /);
+      }
+      const unknown = await cli(["stats", "--nope"]);
+      expect(unknown.stderr).to.match(/^rollcall: Unknown option '--nope'\n/);
+      const help = await cli(["--help"]);
+      expect(help.code).to.equal(0);
+      expect(help.stdout).to.match(/^Usage: rollcall /);
+    });
+
+    it("an unreachable Redis exits 1 within seconds, in one line", async () => {
+      const port = await closedPort();
+      const { code, stdout, stderr, ms } = await cli(["stats"], {
+        REDIS_URL: `redis://127.0.0.1:${port}`,
+      });
+      expect(code).to.equal(1);
+      expect(stdout).to.equal("");
+      expect(stderr).to.equal(
+        `rollcall: cannot reach redis://127.0.0.1:${port}: connect ECONNREFUSED 127.0.0.1:${port}\n`,
+      );
+      expect(ms).to.be.below(5_000);
+    });
+  });
+});
+
+describe("the rollcall CLI on a Redis Cluster", () => {
+  const { connect, cluster } = useCluster(3);
+
+  it("prints a roster and stats across shards", async function () {
+    this.timeout(60_000);
+    const redis = connect();
+    // Only the typing mark expires during the test: a backlog of exactly one room.
+    const rc = new Rollcall(redis, {
+      presenceWindowMs: 30_000,
+      typingWindowMs: 300,
+      keyTtlMs: 90_000,
+    });
+    const rooms = Array.from({ length: 12 }, (_, i) => `room${i}`);
+    for (const room of rooms) {
+      await rc.heartbeat(room, "ann", "c1");
+      await rc.heartbeat(room, "ann", "c2");
+      await rc.heartbeat(room, "bob", "c1");
+    }
+    await rc.startTyping("room3", "bob");
+    await sleep(400);
+    const nodes = [
+      "--cluster",
+      cluster()
+        .nodes.map((n) => `${n.host}:${n.port}`)
+        .join(","),
+    ];
+
+    const { code, stdout, stderr } = await cli([...nodes, "roster", "room3"]);
+    expect(code, stderr).to.equal(0);
+    expect(stdout).to.match(/^room3: 2 present, 1 typing \(epoch \S+, seq \d+\)\n/);
+    expect(stdout).to.match(/^bob +1 +\S+ ago +\S+ ago +yes/m);
+
+    const stats = await json<Stats>([...nodes, "stats", "--json"]);
+    expect(stats.total).to.deep.equal({
+      rooms: 12,
+      users: 24,
+      connections: 36,
+      typing: 1,
+      backlog: 1, // room3: bob's typing mark
+      lagMs: stats.total.lagMs,
+    });
+    expect(stats.total.lagMs).to.be.within(100, 30_000);
+    const events = await Promise.all(
+      stats.buckets.map((b) => redis.hget(rc.layout.seq(b.bucket), "n")),
+    );
+    expect(stats.buckets.map((b) => b.events)).to.deep.equal(events.map((n) => Number(n ?? 0)));
+  });
+});
