@@ -1,5 +1,7 @@
-import { best, ceilingOf, headline, type Results } from "./report.js";
+import { CEILING_SCRIPTS, summarizeCeiling, type CeilingScript } from "./ceiling.js";
 import { ROUND_TRIP, VARIANTS, type LatencyResult } from "./heartbeat.js";
+import { headline, SCRIPT_LABEL, type Results } from "./report.js";
+import { best, ceilingOf } from "./targets.js";
 
 const WIDTH = 820;
 const LABEL_WIDTH = 200;
@@ -13,6 +15,12 @@ const COLOR: Record<LatencyResult["variant"] | "ceiling", string> = {
   multi: "#a855f7",
   [ROUND_TRIP]: "#9ca3af",
   ceiling: "#6b7280",
+};
+
+const SCRIPT_COLOR: Record<CeilingScript, string> = {
+  noop: COLOR[ROUND_TRIP],
+  naive: COLOR.naive,
+  rollcall: COLOR.rollcall,
 };
 
 const NAME: Record<LatencyResult["variant"], string> = {
@@ -91,9 +99,13 @@ function panel(title: string, top: number, groups: Group[], scale: Scale): [stri
   return [parts.join("\n"), y - top];
 }
 
-/** Throughput bars and latency percentiles, as plain SVG text. */
+function whole(n: number): string {
+  return Math.round(n).toLocaleString("en-US");
+}
+
+/** Throughput bars, latency percentiles, Redis time per call and memory, as plain SVG text. */
 export function chart(r: Results): string {
-  const ceiling = ceilingOf(r.heartbeat.ceiling);
+  const ceiling = ceilingOf(r.heartbeat);
   const [throughput, throughputHeight] = panel(
     "Heartbeats per second, best configuration (more is better)",
     50,
@@ -107,14 +119,14 @@ export function chart(r: Results): string {
               label: NAME[v],
               value: run.opsPerSec,
               color: COLOR[v],
-              text: `${Math.round(run.opsPerSec).toLocaleString("en-US")} /s`,
+              text: `${whole(run.opsPerSec)} /s`,
             };
           }),
           {
             label: "ceiling (redis-benchmark)",
             value: ceiling,
             color: COLOR.ceiling,
-            text: `${Math.round(ceiling).toLocaleString("en-US")} /s`,
+            text: `${whole(ceiling)} /s`,
           },
         ],
       },
@@ -139,15 +151,51 @@ export function chart(r: Results): string {
     })),
     "log",
   );
-  const height = 50 + throughputHeight + 20 + latencyHeight + 10;
+  const cpuTop = 50 + throughputHeight + 20 + latencyHeight + 20;
+  const [cpu, cpuHeight] = panel(
+    "Redis time per heartbeat call, µs, redis-benchmark, R rooms of R users (less is better)",
+    cpuTop,
+    summarizeCeiling(r.heartbeat.ceiling).map((c) => ({
+      name: `R = ${c.roomSize}`,
+      bars: CEILING_SCRIPTS.map((script) => ({
+        label: SCRIPT_LABEL[script],
+        value: c.us[script],
+        color: SCRIPT_COLOR[script],
+        text: `${c.us[script].toFixed(2)} µs`,
+      })),
+    })),
+    "linear",
+  );
+  const memoryTop = cpuTop + cpuHeight + 20;
+  const [memory, memoryHeight] = panel(
+    "Bytes per connection, MEMORY USAGE: (a) short ids, (b) UUIDs + state (less is better)",
+    memoryTop,
+    r.memory.rows.map((row) => ({
+      name: `rooms of ${row.roomSize}`,
+      bars: [
+        { label: "seed", value: row.naive.perUser.memoryUsage, color: COLOR.naive },
+        ...row.cells
+          .filter((c) => c.variant === "a" || c.variant === "b")
+          .map((c) => ({
+            label: `rollcall (${c.variant})`,
+            value: c.perConnection.memoryUsage,
+            color: c.variant === "a" ? COLOR.rollcall : COLOR.multi,
+          })),
+      ].map((bar) => ({ ...bar, text: `${whole(bar.value)} B` })),
+    })),
+    "linear",
+  );
+  const height = memoryTop + memoryHeight + 10;
   return [
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" ` +
       `viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${height}" fill="white"/>`,
-    text(20, 24, "rollcall heartbeat vs the seed's tracker", 'font-size="17" font-weight="bold"'),
+    text(20, 24, "rollcall vs the seed's tracker", 'font-size="17" font-weight="bold"'),
     text(20, 40, headline(r), 'fill="#555"'),
     throughput,
     latency,
+    cpu,
+    memory,
     "</svg>",
     "",
   ].join("\n");

@@ -1,4 +1,4 @@
-import { parseEvent, Rollcall } from "../src/rollcall.js";
+import { parseEvent, Rollcall } from "../src/index.js";
 import { populate } from "./heartbeat.js";
 import { members, STEADY } from "./population.js";
 import type { Lab } from "./lab.js";

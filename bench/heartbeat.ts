@@ -1,5 +1,5 @@
 import type { Redis } from "ioredis";
-import { Rollcall } from "../src/rollcall.js";
+import { Rollcall } from "../src/index.js";
 import { Ceiling, type CeilingResults, type CeilingRun } from "./ceiling.js";
 import { forEachInFlight, keepBusy } from "./drive.js";
 import type { Lab } from "./lab.js";
@@ -52,6 +52,8 @@ export async function populate(lab: Lab, population: readonly Member[]): Promise
     await forEachInFlight(population, 64, beat);
   }
   lab.release(client);
+  // Each join kept its reply for the replay window: their expiry would run under the measurements.
+  await lab.dropReplies();
 }
 
 function steady(joined: boolean, variant: string): void {
@@ -114,8 +116,8 @@ export async function benchHeartbeat(
   const population = members(rooms, usersPerRoom);
   await lab.flush();
   await progress.step("heartbeat: population", () => populate(lab, population));
-  const ceiling = await progress.step("heartbeat: ceiling users and command", () =>
-    Ceiling.prepare(lab, profile.ceiling.users),
+  const ceiling = await progress.step("heartbeat: ceiling users and commands", () =>
+    Ceiling.prepare(lab, profile.ceiling),
   );
   const latency = await sequentialLatency(lab, profile, progress, population);
   const [throughputRuns, ceilingRuns] = await throughput(
@@ -129,7 +131,14 @@ export async function benchHeartbeat(
     population: profile.population,
     latency,
     throughput: throughputRuns,
-    ceiling: { redisBenchmark: ceiling.version, command: ceiling.command, runs: ceilingRuns },
+    ceiling: {
+      redisBenchmark: ceiling.version,
+      clients: profile.ceiling.clients,
+      pipeline: profile.ceiling.pipeline,
+      requests: profile.ceiling.requests,
+      commands: ceiling.commands,
+      runs: ceilingRuns,
+    },
     commands: await progress.step("heartbeat: commands per heartbeat", () =>
       commandsPerHeartbeat(lab, profile, population),
     ),
@@ -201,6 +210,7 @@ async function throughput(
             const beats = clients.map((client) => BEATS[variant](client));
             // The first call on a connection sends the script source; it is not the steady state.
             await Promise.all(beats.map((beat) => beat(population[0]!)));
+            await lab.collectLuaGarbage();
             const [ops, load] = await underLoad(lab.admin, () =>
               keepBusy(inFlight, runMs, async (i) => {
                 const beat = beats[i % connections]!;
@@ -221,7 +231,7 @@ async function throughput(
       }
     }
     await progress.step("heartbeat: ceiling, redis-benchmark", async () => {
-      for (const config of profile.ceiling.runs) ceilingRuns.push(await ceiling.run(config));
+      ceilingRuns.push(...(await ceiling.round(repeat)));
     });
   }
   return [runs, ceilingRuns];
@@ -254,8 +264,10 @@ async function commandsPerHeartbeat(
   for (const { inFlight, autoPipelining, ...mode } of modes) {
     for (const variant of VARIANTS) {
       const client = lab.connect({ enableAutoPipelining: autoPipelining });
-      await client.ping();
       const beat = BEATS[variant](client);
+      // The first call checks the deployment and loads the script: not a heartbeat's cost.
+      steady(await beat(population[0]!), variant);
+      await lab.collectLuaGarbage();
       const before = await commandStats(lab.admin);
       await forEachInFlight(population.slice(0, heartbeats), inFlight, async (m) => {
         steady(await beat(m), variant);

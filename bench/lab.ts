@@ -30,6 +30,15 @@ export class Lab {
     client.disconnect();
   }
 
+  /**
+   * A full collection of Redis's Lua heap. Scripts leave garbage that later calls pay for (Redis
+   * steps the collector every 50 calls): a measurement starts from a clean heap, so that it does
+   * not pay for the set-up's garbage, nor for a previous run's.
+   */
+  async collectLuaGarbage(): Promise<void> {
+    await this.admin.eval("collectgarbage('collect') return 0", 0);
+  }
+
   async checkEmpty(): Promise<void> {
     const keys = await this.admin.dbsize();
     if (keys > 0) {
@@ -41,6 +50,21 @@ export class Lab {
 
   async flush(): Promise<void> {
     await this.admin.flushdb();
+  }
+
+  /**
+   * Deletes every kept reply (`{prefix:b}:r:<call>`): a call that changed something keeps its
+   * reply for the replay window. They are transient, so a section that measures memory, or
+   * counts keys, or must not pay for their expiry in the background, drops those of its set-up.
+   * Returns how many there were.
+   */
+  async dropReplies(): Promise<number> {
+    let dropped = 0;
+    for await (const keys of this.admin.scanStream({ match: "{*}:r:*", count: 1_000 })) {
+      const batch = keys as string[];
+      if (batch.length > 0) dropped += await this.admin.del(...batch);
+    }
+    return dropped;
   }
 
   close(): void {

@@ -1,17 +1,19 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { availableParallelism, cpus, platform } from "node:os";
 import { parseArgs } from "node:util";
-import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../src/dev/embedded.js";
 import { chart } from "./chart.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
 import { benchHeartbeat, heartbeatSteps } from "./heartbeat.js";
 import { Lab } from "./lab.js";
+import { benchLive, liveSteps } from "./live.js";
 import { benchMemory, memorySteps } from "./memory.js";
 import { FULL, SMOKE, type Profile } from "./profile.js";
 import { Progress } from "./progress.js";
-import { markdown, targets, type Meta, type Results } from "./report.js";
+import { markdown, type Meta, type Results } from "./report.js";
 import { info } from "./stats.js";
 import { benchSweep, sweepSteps } from "./sweep.js";
+import { targets } from "./targets.js";
 
 const USAGE = `Usage: tsx bench/main.ts [--smoke] [--redis-url redis://host:port]
 
@@ -45,7 +47,11 @@ function options(): { profile: Profile; redisUrl: string | undefined } {
 
 async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Results> {
   const progress = new Progress(
-    heartbeatSteps(profile) + fanoutSteps() + sweepSteps(profile) + memorySteps(profile),
+    heartbeatSteps(profile) +
+      fanoutSteps() +
+      sweepSteps(profile) +
+      liveSteps(profile) +
+      memorySteps(profile),
   );
   const started = performance.now();
   try {
@@ -54,6 +60,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const heartbeat = await benchHeartbeat(lab, profile, progress);
     const fanout = await benchFanout(lab, profile, progress);
     const sweep = await benchSweep(lab, profile, progress);
+    const live = await benchLive(lab, profile, progress);
     const memory = await benchMemory(lab, profile, progress);
     await lab.flush();
     const meta: Meta = {
@@ -67,7 +74,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       platform: platform(),
       seconds: Math.round((performance.now() - started) / 1000),
     };
-    const partial = { meta, heartbeat, fanout, sweep, memory };
+    const partial = { meta, heartbeat, fanout, sweep, live, memory };
     return { ...partial, targets: targets(partial) };
   } finally {
     progress.stop();

@@ -1,12 +1,30 @@
+import { randomUUID } from "node:crypto";
+import type { Redis } from "ioredis";
+import { Rollcall } from "../src/index.js";
 import { forEachInFlight } from "./drive.js";
-import { beater } from "./heartbeat.js";
-import { members, type Member } from "./population.js";
 import type { Lab } from "./lab.js";
+import { NaiveTracker } from "./naive.js";
+import { members, STEADY, type Member } from "./population.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import { info } from "./stats.js";
 
-/** Bytes per online connection, two ways. */
+/**
+ * The populations weighed: (a) the seed's case, (b) a realistic client (a UUID per connection, a
+ * small state), (c) and (d) the same with two connections (tabs) per user.
+ */
+export const MEMORY_VARIANTS = [
+  { name: "a", connections: 1, uuid: false, state: false },
+  { name: "b", connections: 1, uuid: true, state: true },
+  { name: "c", connections: 2, uuid: false, state: false },
+  { name: "d", connections: 2, uuid: true, state: true },
+] as const;
+export type MemoryVariant = (typeof MEMORY_VARIANTS)[number];
+export type VariantName = MemoryVariant["name"];
+
+const STATE = { status: "online" };
+
+/** What some keys cost, in bytes, totalled. */
 export interface Footprint {
   keys: number;
   /** Sum of MEMORY USAGE (SAMPLES 0: every element) over every key: values and key names. */
@@ -14,71 +32,227 @@ export interface Footprint {
   /** used_memory after minus before on an otherwise empty Redis: also the keyspace's own
    * entries and the allocator's rounding. */
   usedMemory: number;
-  /** MEMORY USAGE by the last part of the key's name (`members`, `users`, … or `online`). */
+  /** MEMORY USAGE by kind of key: rollcall's `u`, `z`, `due`, `seq`, `deployment`…, the seed's
+   * `online`. */
   byKind: Record<string, number>;
+}
+
+/** Bytes per connection or per user, both ways. */
+export interface Bytes {
+  memoryUsage: number;
+  usedMemory: number;
+}
+
+export interface MemoryCell {
+  variant: VariantName;
+  users: number;
+  connections: number;
+  footprint: Footprint;
+  perConnection: Bytes;
+  perUser: Bytes;
+  /** rollcall ÷ the seed, MEMORY USAGE: per connection (the seed's one member per user counted as
+   * a connection) and per user. */
+  ratio: { perConnection: number; perUser: number };
 }
 
 export interface MemoryRow {
   roomSize: number;
-  connections: number;
-  rollcall: Footprint;
-  naive: Footprint;
+  users: number;
+  /** The seed's sorted set per room, one member per user: no connections, no state. */
+  naive: { footprint: Footprint; perUser: Bytes };
+  cells: MemoryCell[];
+}
+
+/** What one kept reply costs: the transient part of the bill (bytes × transitions/s × window). */
+export interface ReplayCost {
+  joins: number;
+  keys: number;
+  /** MEMORY USAGE of a replay key, on average. */
+  memoryUsage: number;
+  /** used_memory freed per reply when they are deleted: the keyspace entry and its expiry too. */
+  usedMemory: number;
+  replayWindowMs: number;
+  /** One kept reply's value, for scale. */
+  sample: string;
+}
+
+export interface MemoryResults {
+  rows: MemoryRow[];
+  replay: ReplayCost;
 }
 
 export function memorySteps(p: Profile): number {
-  return 2 * p.memory.roomSizes.length;
+  return p.memory.roomSizes.length * (MEMORY_VARIANTS.length + 1) + 1;
 }
 
-/** Full rooms of each size, one connection per user, in rollcall's layout and in the seed's. */
+/**
+ * Full rooms of each size, `users` users each time, in rollcall's layout for every variant and in
+ * the seed's. Each cell starts on an empty Redis; the replies the joins kept are deleted before
+ * weighing (they expire within the replay window), and weighed apart.
+ */
 export async function benchMemory(
   lab: Lab,
   profile: Profile,
   progress: Progress,
-): Promise<MemoryRow[]> {
+): Promise<MemoryResults> {
+  const { users, roomSizes, replayJoins } = profile.memory;
   const rows: MemoryRow[] = [];
-  for (const roomSize of profile.memory.roomSizes) {
-    const rooms = Math.max(1, Math.floor(profile.memory.connections / roomSize));
+  for (const roomSize of roomSizes) {
+    // Whole rooms holding at least `users` users: past the encodings' thresholds at every size.
+    const rooms = Math.ceil(users / roomSize);
     const population = members(rooms, roomSize);
-    const measure = (variant: "rollcall" | "naive") =>
-      progress.step(`memory: rooms of ${roomSize}, ${variant}`, () =>
-        footprint(lab, variant, population),
+    const naive = await progress.step(`memory: rooms of ${roomSize}, seed`, () =>
+      naiveFootprint(lab, population),
+    );
+    const n = population.length;
+    const naivePerUser = naive.memoryUsage / n;
+    const cells: MemoryCell[] = [];
+    for (const variant of MEMORY_VARIANTS) {
+      const footprint = await progress.step(
+        `memory: rooms of ${roomSize}, rollcall (${variant.name})`,
+        () => rollcallFootprint(lab, variant, population),
       );
-    rows.push({
-      roomSize,
-      connections: population.length,
-      rollcall: await measure("rollcall"),
-      naive: await measure("naive"),
-    });
+      const connections = n * variant.connections;
+      const perConnection = per(footprint, connections);
+      const perUser = per(footprint, n);
+      cells.push({
+        variant: variant.name,
+        users: n,
+        connections,
+        footprint,
+        perConnection,
+        perUser,
+        ratio: {
+          perConnection: perConnection.memoryUsage / naivePerUser,
+          perUser: perUser.memoryUsage / naivePerUser,
+        },
+      });
+    }
+    rows.push({ roomSize, users: n, naive: { footprint: naive, perUser: per(naive, n) }, cells });
   }
-  return rows;
+  const replay = await progress.step("memory: kept replies", () => replayCost(lab, replayJoins));
+  await lab.flush();
+  return { rows, replay };
 }
 
-async function footprint(
+function per(f: Footprint, n: number): Bytes {
+  return { memoryUsage: f.memoryUsage / n, usedMemory: f.usedMemory / n };
+}
+
+/** A rollcall instance whose scripts are loaded and deployment stored, on an emptied Redis. */
+async function freshRollcall(lab: Lab): Promise<[Rollcall, Redis]> {
+  await lab.flush();
+  const client = lab.connect({ enableAutoPipelining: true });
+  const rollcall = new Rollcall(client, STEADY);
+  // Loads the scripts (the script cache is in used_memory) and stores the deployment.
+  await rollcall.heartbeat("warm-up", "u", "c");
+  await rollcall.leave("warm-up", "u", "c");
+  await lab.dropReplies();
+  return [rollcall, client];
+}
+
+async function rollcallFootprint(
   lab: Lab,
-  variant: "rollcall" | "naive",
+  variant: MemoryVariant,
   population: readonly Member[],
 ): Promise<Footprint> {
+  const [rollcall, client] = await freshRollcall(lab);
+  const options = variant.state ? { state: STATE } : {};
+  const connections = population.flatMap((m) =>
+    Array.from({ length: variant.connections }, (_, i) => ({
+      ...m,
+      connection: variant.uuid ? randomUUID() : `conn-${i + 1}`,
+    })),
+  );
+  const before = await usedMemory(lab);
+  await forEachInFlight(connections, 64, (c) =>
+    rollcall.heartbeat(c.room, c.user, c.connection, options),
+  );
+  await lab.dropReplies();
+  const after = await usedMemory(lab);
+  lab.release(client);
+  return { ...(await weigh(lab)), usedMemory: after - before };
+}
+
+async function naiveFootprint(lab: Lab, population: readonly Member[]): Promise<Footprint> {
   await lab.flush();
   const client = lab.connect({ enableAutoPipelining: true });
   await client.ping();
+  const tracker = new NaiveTracker(client, STEADY.presenceWindowMs! / 1000);
   const before = await usedMemory(lab);
-  await forEachInFlight(population, 64, beater(variant, client));
+  // update_presence alone: the join's announcement stores nothing.
+  await forEachInFlight(population, 64, (m) => tracker.updatePresence(m.room, m.user));
   const after = await usedMemory(lab);
   lab.release(client);
-  const n = population.length;
+  return { ...(await weigh(lab)), usedMemory: after - before };
+}
+
+/**
+ * Joins kept their replies: MEMORY USAGE of each, and the used_memory their deletion frees.
+ * Rooms of 20, one UUID connection per user with the state, the realistic client.
+ */
+async function replayCost(lab: Lab, joins: number): Promise<ReplayCost> {
+  const [rollcall, client] = await freshRollcall(lab);
+  const population = members(Math.ceil(joins / 20), 20).slice(0, joins);
+  await forEachInFlight(population, 64, (m) =>
+    rollcall.heartbeat(m.room, m.user, randomUUID(), { state: STATE }),
+  );
   let keys = 0;
   let bytes = 0;
+  let sample = "";
+  for await (const batch of lab.admin.scanStream({ match: "{*}:r:*", count: 1_000 })) {
+    const names = batch as string[];
+    const usage = await Promise.all(
+      names.map((key) => lab.admin.memory("USAGE", key, "SAMPLES", 0)),
+    );
+    keys += names.length;
+    bytes += usage.reduce<number>((sum, u) => sum + (u ?? 0), 0);
+    if (!sample && names[0]) sample = (await lab.admin.get(names[0])) ?? "";
+  }
+  const before = await usedMemory(lab);
+  const dropped = await lab.dropReplies();
+  const after = await usedMemory(lab);
+  lab.release(client);
+  if (keys !== joins || dropped !== joins) {
+    throw new Error(`${joins} joins kept ${keys} replies (${dropped} deleted)`);
+  }
+  return {
+    joins,
+    keys,
+    memoryUsage: bytes / keys,
+    usedMemory: (before - after) / keys,
+    replayWindowMs: rollcall.settings.replayWindowMs,
+    sample,
+  };
+}
+
+/** MEMORY USAGE of every key, by kind. */
+async function weigh(lab: Lab): Promise<Omit<Footprint, "usedMemory">> {
+  let keys = 0;
+  let memoryUsage = 0;
   const byKind: Record<string, number> = {};
   for await (const batch of lab.admin.scanStream({ count: 1_000 })) {
-    for (const key of batch as string[]) {
-      const usage = (await lab.admin.memory("USAGE", key, "SAMPLES", 0)) ?? 0;
-      const kind = key.slice(key.lastIndexOf(":") + 1);
-      byKind[kind] = (byKind[kind] ?? 0) + usage / n;
-      keys += 1;
-      bytes += usage;
-    }
+    const names = batch as string[];
+    const usage = await Promise.all(
+      names.map((key) => lab.admin.memory("USAGE", key, "SAMPLES", 0)),
+    );
+    names.forEach((key, i) => {
+      const bytes = usage[i] ?? 0;
+      byKind[kindOf(key)] = (byKind[kindOf(key)] ?? 0) + bytes;
+      memoryUsage += bytes;
+    });
+    keys += names.length;
   }
-  return { keys, memoryUsage: bytes / n, usedMemory: (after - before) / n, byKind };
+  return { keys, memoryUsage, byKind };
+}
+
+/** `{prefix:b}:u:<room>` → `u`, `{prefix:b}:due` → `due`, `rollcall:deployment` → `deployment`. */
+export function kindOf(key: string): string {
+  const tag = key.startsWith("{") ? key.indexOf("}:") : -1;
+  if (tag < 0) return key.slice(key.lastIndexOf(":") + 1);
+  const rest = key.slice(tag + 2);
+  const colon = rest.indexOf(":");
+  return colon < 0 ? rest : rest.slice(0, colon);
 }
 
 async function usedMemory(lab: Lab): Promise<number> {

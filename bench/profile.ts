@@ -1,3 +1,4 @@
+import type { BenchmarkConfig } from "./benchmark.js";
 import type { CeilingConfig } from "./ceiling.js";
 
 /** How much of everything to run: `full` for the committed results, `smoke` to prove it runs. */
@@ -16,22 +17,39 @@ export interface Profile {
     repeats: number;
   };
   commands: { heartbeats: number };
-  /** redis-benchmark runs of the heartbeat script over `users` present users, after each
-   * throughput repeat. */
-  ceiling: { users: number; runs: CeilingConfig[] };
+  /** redis-benchmark runs of each script over R rooms of R users, after each throughput repeat. */
+  ceiling: CeilingConfig;
   fanout: { samples: number; rooms: number };
+  /** Every sweep runs at the Sweeper's default batch. */
   sweep: {
     expirations: number;
-    roomSize: number;
-    /** "default": the Sweeper's own default. */
-    batches: (number | "default")[];
-    /** Live rooms with nothing due: the first with every batch, the others at the default. */
+    /**
+     * Sizes of the rooms whose members expire: the first among every count of idle rooms (and
+     * the seed's), the others among the first count. Big rooms fill the batch.
+     */
+    roomSizes: number[];
+    /** Live rooms with nothing due. */
     idleRooms: number[];
     /** Timed passes per scenario; the median one is reported. */
     passes: number;
   };
   leave: { connections: number; roomSize: number; intervalMs: number };
-  memory: { connections: number; roomSizes: number[] };
+  /**
+   * Live rooms (nothing due; members beat every `heartbeatMs`, window `presenceWindowMs`): Redis
+   * CPU with a Sweeper and without, in alternating segments of `segmentMs`, `repeats` of each.
+   */
+  live: {
+    roomSizes: number[];
+    connections: number;
+    presenceWindowMs: number;
+    heartbeatMs: number;
+    segmentMs: number;
+    repeats: number;
+    /** redis-benchmark of the alternative (a ZSCORE per heartbeat), runs of each script. */
+    alternative: BenchmarkConfig & { repeats: number };
+  };
+  /** Users per cell (past the compact encodings), and joins whose kept replies are weighed. */
+  memory: { users: number; roomSizes: number[]; replayJoins: number };
 }
 
 export const FULL: Profile = {
@@ -50,24 +68,26 @@ export const FULL: Profile = {
     repeats: 3,
   },
   commands: { heartbeats: 2_000 },
-  ceiling: {
-    users: 10_000,
-    runs: [
-      { clients: 1, pipeline: 1, requests: 10_000 },
-      { clients: 50, pipeline: 1, requests: 50_000 },
-      { clients: 50, pipeline: 16, requests: 200_000 },
-    ],
-  },
+  ceiling: { roomSizes: [5, 20, 128], clients: 50, pipeline: 16, requests: 200_000 },
   fanout: { samples: 2_000, rooms: 20 },
   sweep: {
     expirations: 20_000,
-    roomSize: 5,
-    batches: ["default", 10, 100, 1_000],
+    roomSizes: [5, 128, 1_000],
     idleRooms: [1_000, 100_000],
     passes: 3,
   },
   leave: { connections: 2_000, roomSize: 5, intervalMs: 1_000 },
-  memory: { connections: 20_000, roomSizes: [5, 20, 128, 1_000] },
+  // 3 000 : 1 000 ms, the defaults' 45 s : 15 s ratio, so a run sees several windows.
+  live: {
+    roomSizes: [5, 20],
+    connections: 10_000,
+    presenceWindowMs: 3_000,
+    heartbeatMs: 1_000,
+    segmentMs: 5_000,
+    repeats: 2,
+    alternative: { clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
+  },
+  memory: { users: 20_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 10_000 },
 };
 
 export const SMOKE: Profile = {
@@ -80,21 +100,23 @@ export const SMOKE: Profile = {
     repeats: 1,
   },
   commands: { heartbeats: 100 },
-  ceiling: {
-    users: 100,
-    runs: [
-      { clients: 1, pipeline: 1, requests: 500 },
-      { clients: 10, pipeline: 16, requests: 2_000 },
-    ],
-  },
+  ceiling: { roomSizes: [5, 20, 128], clients: 10, pipeline: 16, requests: 5_000 },
   fanout: { samples: 30, rooms: 5 },
   sweep: {
     expirations: 300,
-    roomSize: 5,
-    batches: ["default", 10],
+    roomSizes: [5, 128, 1_000],
     idleRooms: [100, 2_000],
     passes: 1,
   },
   leave: { connections: 100, roomSize: 5, intervalMs: 250 },
-  memory: { connections: 1_000, roomSizes: [5, 20, 128, 1_000] },
+  live: {
+    roomSizes: [5, 20],
+    connections: 500,
+    presenceWindowMs: 1_500,
+    heartbeatMs: 500,
+    segmentMs: 1_000,
+    repeats: 1,
+    alternative: { clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
+  },
+  memory: { users: 1_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 1_000 },
 };

@@ -1,17 +1,20 @@
-import type { CeilingResults, CeilingRun } from "./ceiling.js";
+import { CEILING_SCRIPTS, summarizeCeiling, type CeilingScript } from "./ceiling.js";
 import type { FanoutResult } from "./fanout.js";
+import { number, percent, percentileCells, PERCENTILES, ratio, table } from "./format.js";
 import {
   describe,
   ROUND_TRIP,
   VARIANTS,
   type HeartbeatResults,
   type LatencyResult,
-  type ThroughputRun,
   type Variant,
 } from "./heartbeat.js";
-import type { MemoryRow } from "./memory.js";
-import type { Percentiles } from "./stats.js";
+import type { LiveResult } from "./live.js";
+import type { MemoryResults } from "./memory.js";
+import { liveSection, memorySection, sweepSection } from "./resources.js";
+import type { Load } from "./stats.js";
 import type { SweepResults } from "./sweep.js";
+import { best, ceilingOf, type Target } from "./targets.js";
 
 export interface Meta {
   date: string;
@@ -25,18 +28,13 @@ export interface Meta {
   seconds: number;
 }
 
-export interface Target {
-  target: string;
-  measured: string;
-  met: boolean;
-}
-
 export interface Results {
   meta: Meta;
   heartbeat: HeartbeatResults;
   fanout: FanoutResult[];
   sweep: SweepResults;
-  memory: MemoryRow[];
+  live: LiveResult[];
+  memory: MemoryResults;
   targets: Target[];
 }
 
@@ -47,78 +45,28 @@ const LABEL: Record<LatencyResult["variant"], string> = {
   [ROUND_TRIP]: "one round trip (PING), for scale",
 };
 
-function number(n: number, digits = 0): string {
-  return n.toLocaleString("en-US", {
-    maximumFractionDigits: digits,
-    minimumFractionDigits: digits,
-  });
+export const SCRIPT_LABEL: Record<CeilingScript, string> = {
+  noop: "TIME only",
+  naive: "seed's work scripted",
+  rollcall: "rollcall heartbeat",
+};
+
+/**
+ * What held a run back, from who was busy: a process near a whole core, or the host's cores
+ * full (other processes count: the host may be shared), or else neither: each call waited on
+ * its round trip.
+ */
+export function boundBy(load: Load, cores: number): string {
+  if (load.redisCpu >= 0.9) return "Redis CPU";
+  if (load.clientCpu >= 0.9) return "client CPU (Node)";
+  if (load.hostCpu >= 0.9 * cores) return "the host's cores";
+  return "round trips";
 }
 
-function ratio(n: number): string {
-  return `${number(n, 2)}×`;
-}
-
-/** The best run of a variant over every configuration: its saturated throughput. */
-export function best(runs: readonly ThroughputRun[], variant: Variant): ThroughputRun {
-  return runs
-    .filter((r) => r.variant === variant)
-    .reduce((a, b) => (b.opsPerSec > a.opsPerSec ? b : a));
-}
-
-export function ceilingOf(ceiling: CeilingResults): number {
-  return Math.max(...ceiling.runs.map((r) => r.opsPerSec));
-}
-
-function latencyOf(heartbeat: HeartbeatResults, variant: Variant): Percentiles {
-  return heartbeat.latency.find((l) => l.variant === variant)!.us;
-}
-
-/** The issue's targets, reported against, never asserted. */
-export function targets(r: Omit<Results, "targets">): Target[] {
-  const rollcallP50 = latencyOf(r.heartbeat, "rollcall").p50;
-  const naiveP50 = latencyOf(r.heartbeat, "naive").p50;
-  const rollcall = best(r.heartbeat.throughput, "rollcall").opsPerSec;
-  const naive = best(r.heartbeat.throughput, "naive").opsPerSec;
-  const ceiling = ceilingOf(r.heartbeat.ceiling);
-  const counts = r.heartbeat.commands.filter((c) => c.variant === "rollcall");
-  return [
-    {
-      target: "sequential heartbeat p50 ≤ 0.4× the seed's",
-      measured: `${ratio(rollcallP50 / naiveP50)} (${rollcallP50} µs vs ${naiveP50} µs)`,
-      met: rollcallP50 <= 0.4 * naiveP50,
-    },
-    {
-      target: "saturated throughput ≥ 1.5× the seed's",
-      measured: `${ratio(rollcall / naive)} (${number(rollcall)} vs ${number(naive)} /s)`,
-      met: rollcall >= 1.5 * naive,
-    },
-    {
-      target: "saturated throughput ≥ 80% of the redis-benchmark ceiling",
-      measured: `${number((100 * rollcall) / ceiling)}% (${number(rollcall)} vs ${number(ceiling)} /s)`,
-      met: rollcall >= 0.8 * ceiling,
-    },
-    {
-      target: "exactly 1.0 command per heartbeat",
-      measured: counts.map((c) => `${number(c.sent, 3)} (${c.mode})`).join(", "),
-      met: counts.every((c) => c.sent === 1),
-    },
-  ];
-}
-
-function table(header: string[], rows: (string | number)[][]): string {
-  const line = (cells: (string | number)[]) => `| ${cells.join(" | ")} |`;
-  return [line(header), line(header.map(() => "---")), ...rows.map(line)].join("\n");
-}
-
-function percentileCells(p: Percentiles, scale = 1): string[] {
-  const digits = scale === 1 ? 0 : 1;
-  return [p.p50, p.p90, p.p99, p.p999, p.max].map((v) => number(v / scale, digits));
-}
-
-const PERCENTILES = ["p50", "p90", "p99", "p99.9", "max"];
-
-function percent(share: number): string {
-  return `${number(100 * share)}%`;
+/** Cores the host kept busy, and how many of them went to processes other than these two. */
+function hostCell(load: Load, cores: number): string {
+  const others = Math.max(0, load.hostCpu - load.redisCpu - load.clientCpu);
+  return `${number(load.hostCpu, 2)} of ${cores} (others ${number(others, 2)})`;
 }
 
 export function headline(r: Results): string {
@@ -137,7 +85,6 @@ function heartbeatSection(r: Results): string {
     h.throughput
       .filter((t) => t.variant === variant && describe(t) === config)
       .reduce((a, b) => (b.opsPerSec > a.opsPerSec ? b : a));
-  const ceiling = ceilingOf(r.heartbeat.ceiling);
   return [
     "## Heartbeat",
     "",
@@ -167,9 +114,13 @@ function heartbeatSection(r: Results): string {
       ]),
     ),
     "",
-    `Ceiling (redis-benchmark, below): **${number(ceiling)}** heartbeats/s.`,
+    `Ceiling (redis-benchmark, below, best room size): **${number(ceilingOf(h))}** heartbeats/s.`,
     "",
-    "Who was busy during each variant's best run (share of one core):",
+    "Who was busy during each variant's best run (share of one core), and so what bounded it: " +
+      "a process near a whole core is the bottleneck, or else the host's cores when they were " +
+      "all busy (*host CPU*: cores busy with every process, the others being anything else " +
+      `running on the host), otherwise each call waited on its round trip. The host has ` +
+      `${r.meta.cores} cores for redis-server, the bench and anything else.`,
     "",
     table(
       [
@@ -180,6 +131,8 @@ function heartbeatSection(r: Results): string {
         "Redis CPU µs per heartbeat",
         "bench (Node) CPU",
         "Node CPU µs per heartbeat",
+        "host CPU, cores",
+        "bounded by",
       ],
       VARIANTS.map((v) => {
         const b = best(h.throughput, v);
@@ -191,6 +144,8 @@ function heartbeatSection(r: Results): string {
           number((b.load.redisCpu * 1e6) / b.opsPerSec, 1),
           percent(b.load.clientCpu),
           number((b.load.clientCpu * 1e6) / b.opsPerSec, 1),
+          hostCell(b.load, r.meta.cores),
+          boundBy(b.load, r.meta.cores),
         ];
       }),
     ),
@@ -221,43 +176,68 @@ function heartbeatSection(r: Results): string {
     ),
     "",
     "INFO commandstats also counts each command a script runs, so rollcall's *sent* figure counts " +
-      "EVAL and EVALSHA calls only (ioredis sends EVAL once per connection, then EVALSHA) and " +
-      "the commands its script ran show under *run by Redis*. The seed sends everything it runs; " +
-      "its MULTI/EXEC variant sends five commands in one round trip. *script µs* is the time " +
-      "Redis spent in EVALSHA per heartbeat, *of which commands µs* the part spent in the " +
-      "commands the script called; the rest is Lua.",
+      "EVAL and EVALSHA calls only (each connection's first call, not counted here, loads the " +
+      "script) and the commands its script ran show under *run by Redis*: TIME, the GET of the " +
+      "call's replay key (a resent call gets the first run's reply), HGET and HSET of the " +
+      "user's record. The seed sends everything it runs; its MULTI/EXEC variant sends five " +
+      "commands in one round trip. *script µs* is the time Redis spent in EVALSHA per " +
+      "heartbeat, *of which commands µs* the part spent in the commands the script called; the " +
+      "rest is Lua.",
   ].join("\n");
 }
 
 function ceilingSection(r: Results): string {
   const c = r.heartbeat.ceiling;
-  const bestRuns = new Map<string, CeilingRun>();
-  for (const run of c.runs) {
-    const config = `${run.clients} ${run.pipeline}`;
-    if ((bestRuns.get(config)?.opsPerSec ?? -1) < run.opsPerSec) bestRuns.set(config, run);
-  }
+  const summary = summarizeCeiling(c);
+  const shown = c.commands.filter((cmd) => cmd.roomSize === (summary[1] ?? summary[0])?.roomSize);
+  const repeats = new Set(c.runs.map((run) => run.repeat)).size;
   return [
-    "## Ceiling: redis-benchmark running the heartbeat script",
+    "## Ceiling: redis-benchmark, Redis CPU per heartbeat",
     "",
-    `${c.redisBenchmark}, run after each throughput repeat (best run shown); the command ` +
-      "captured from a real heartbeat (MONITOR), the user drawn at random among the present ones:",
+    `${c.redisBenchmark}, \`-c ${c.clients} -P ${number(c.pipeline)} -n ${number(c.requests)}\`, ` +
+      `three scripts per room size R, run after each of the ${repeats} throughput repeats ` +
+      "(interleaved, the order turning each repeat). R rooms of R users in a deployment of one " +
+      "bucket (every room under one hash tag); redis-benchmark draws each `__rand_int__` on its " +
+      "own below R, so the room's keys and the user carry one each. *rollcall heartbeat* is the " +
+      "command of a real steady heartbeat captured with MONITOR; *seed's work scripted* is the " +
+      "seed's update_presence as one script (TIME, ZSCORE, ZADD, EXPIRE on the room's sorted " +
+      "set); *TIME only* is a script that only reads the time, called with rollcall's keys and " +
+      "arguments: the floor of any call. Each run starts with CONFIG RESETSTAT; µs per call is " +
+      "INFO commandstats' EVALSHA usec_per_call, median of the repeats; every run is checked " +
+      "(each call ran exactly its script's commands, no key was added).",
+    "",
+    "The commands, R = " + (shown[0]?.roomSize ?? "?") + ":",
     "",
     "```",
-    c.command.map((a) => (a === "" ? '""' : a)).join(" "),
+    ...shown.map((cmd) => cmd.command.map((a) => (a === "" ? '""' : a)).join(" ")),
     "```",
     "",
     table(
-      ["clients", "pipeline", "requests", "heartbeats/s", "p50 ms", "p99 ms", "redis-server CPU"],
-      [...bestRuns.values()].map((run) => [
-        run.clients,
-        run.pipeline,
-        number(run.requests),
-        number(run.opsPerSec),
-        number(run.p50Ms, 3),
-        number(run.p99Ms, 3),
-        percent(run.load.redisCpu),
+      [
+        "R",
+        "users",
+        ...CEILING_SCRIPTS.map((s) => `${SCRIPT_LABEL[s]} µs`),
+        "rollcall ÷ seed scripted (≤ 1.25×)",
+        "same, less TIME only",
+        ...CEILING_SCRIPTS.map((s) => `${SCRIPT_LABEL[s]} /s`),
+        "redis-server CPU (rollcall)",
+        "host CPU, cores (rollcall)",
+      ],
+      summary.map((s) => [
+        number(s.roomSize),
+        number(s.roomSize * s.roomSize),
+        ...CEILING_SCRIPTS.map((script) => number(s.us[script], 2)),
+        ratio(s.ratio),
+        ratio(s.workRatio),
+        ...CEILING_SCRIPTS.map((script) => number(s.opsPerSec[script])),
+        percent(s.rollcallRedisCpu),
+        `${number(s.rollcallHostCpu, 2)} of ${r.meta.cores}`,
       ]),
     ),
+    "",
+    "Calls/s are the best run's. The ratio is the median of each repeat's pair, measured side " +
+      "by side. Script time is what each call costs Redis's one core; calls/s adds what Redis " +
+      "spends reading requests and writing replies, the same for every script.",
   ].join("\n");
 }
 
@@ -280,134 +260,6 @@ function fanoutSection(r: Results): string {
   ].join("\n");
 }
 
-function sweepSection(r: Results): string {
-  const s = r.sweep;
-  const l = s.leave;
-  return [
-    "## Sweep",
-    "",
-    `Each pass, ${number(s.runs[0]?.expirations ?? 0)} connections in rooms of ${s.roomSize} ` +
-      "go silent under a 1 s presence window, among live idle rooms that have nothing due; one " +
-      "`Sweeper.sweepOnce()` then settles them all. Every scenario lives side by side in the " +
-      "same Redis (rollcall's as deployments with their own key prefix, the seed's under their " +
-      "own conversation names) and each pass sweeps them one after the other, so all meet the " +
-      `same load on the host. Passes: ${s.runs[0]?.passes ?? 0}; the median pass is shown, ` +
-      "with the worst script call of all passes. Script call times are Redis's own (INFO " +
-      "latencystats): SLOWLOG at 0 µs would also log every command the script runs, and " +
-      "doubled the sweep's cost when tried. *default* is the Sweeper's default batch.",
-    "",
-    table(
-      [
-        "batch",
-        "idle rooms",
-        "expirations",
-        "script calls",
-        "pass ms",
-        "expirations/s",
-        "call p50 µs",
-        "call p99 µs",
-        "worst call µs",
-      ],
-      s.runs.map((run) => [
-        run.batch,
-        number(run.idleRooms),
-        number(run.expirations),
-        number(run.calls),
-        number(run.durationMs),
-        number(run.expirationsPerSec),
-        number(run.callUs.p50),
-        number(run.callUs.p99),
-        number(run.worstCallUs),
-      ]),
-    ),
-    "",
-    "The seed's sweep over the same expirations: `cleanup_stale` and a PUBLISH per leave, for " +
-      "every conversation, since it cannot find the ones with zombies (16 calls in flight, as " +
-      "the Sweeper runs its 16 buckets at once):",
-    "",
-    table(
-      ["idle rooms", "conversations named", "expirations", "commands", "pass ms", "expirations/s"],
-      s.naive.map((run) => [
-        number(run.idleRooms),
-        number(run.conversations),
-        number(run.expirations),
-        number(run.commands),
-        number(run.durationMs),
-        number(run.expirationsPerSec),
-      ]),
-    ),
-    "",
-    idleRoomsVerdict(s),
-    "",
-    `### Leave latency (ms): ${number(l.connections)} connections go silent, a Sweeper runs ` +
-      `every ${number(l.sweepIntervalMs)} ms, window ${number(l.presenceWindowMs)} ms`,
-    "",
-    "Arrival of the leave at a subscriber minus (last heartbeat + presence window):",
-    "",
-    table(PERCENTILES, [percentileCells(l.us, 1000)]),
-  ].join("\n");
-}
-
-/** The same expirations among few and many idle rooms: rollcall's cost must not grow. */
-function idleRoomsVerdict(s: SweepResults): string {
-  const few = s.runs.find((run) => run.batch === "default")!;
-  const many = s.runs.filter((run) => run.batch === "default").at(-1)!;
-  const seedFew = s.naive[0]!;
-  const seedMany = s.naive.at(-1)!;
-  const change = (from: number, to: number) =>
-    `${number(from)} → ${number(to)} (${ratio(to / from)})`;
-  return (
-    `Idle rooms ${number(few.idleRooms)} → ${number(many.idleRooms)}, at the default batch: ` +
-    `rollcall's expirations/s ${change(few.expirationsPerSec, many.expirationsPerSec)}, its ` +
-    `median call ${change(few.callUs.p50, many.callUs.p50)} µs; the seed's expirations/s ` +
-    `${change(seedFew.expirationsPerSec, seedMany.expirationsPerSec)}.`
-  );
-}
-
-function memorySection(r: Results): string {
-  const kinds = [...new Set(r.memory.flatMap((m) => Object.keys(m.rollcall.byKind)))].sort();
-  return [
-    "## Memory per online connection (bytes)",
-    "",
-    "Full rooms, one connection per user. *MEMORY USAGE*: the sum over every key of the " +
-      "deployment (values and key names). *used_memory Δ*: the growth of INFO used_memory on an " +
-      "otherwise empty Redis, which adds the keyspace's own entries and the allocator's rounding.",
-    "",
-    table(
-      [
-        "room size",
-        "connections",
-        "rollcall MEMORY USAGE",
-        "rollcall used_memory Δ",
-        "rollcall keys",
-        "seed MEMORY USAGE",
-        "seed used_memory Δ",
-        "seed keys",
-      ],
-      r.memory.map((m) => [
-        number(m.roomSize),
-        number(m.connections),
-        number(m.rollcall.memoryUsage),
-        number(m.rollcall.usedMemory),
-        number(m.rollcall.keys),
-        number(m.naive.memoryUsage),
-        number(m.naive.usedMemory),
-        number(m.naive.keys),
-      ]),
-    ),
-    "",
-    "rollcall's MEMORY USAGE per connection by key (every bucket's keys of one kind together):",
-    "",
-    table(
-      ["room size", ...kinds.map((k) => `${k}`)],
-      r.memory.map((m) => [
-        number(m.roomSize),
-        ...kinds.map((k) => number(m.rollcall.byKind[k] ?? 0)),
-      ]),
-    ),
-  ].join("\n");
-}
-
 export function targetsTable(r: Results): string {
   return table(
     ["target", "measured", ""],
@@ -421,9 +273,11 @@ export function markdown(r: Results): string {
     "",
     headline(r),
     "",
-    "rollcall against the seed's naive tracker (`bench/naive.ts`, a call-for-call port) and " +
-      "against redis-benchmark running rollcall's own heartbeat script, all on the same Redis in " +
-      "the same run. Reproduce with `make bench`.",
+    "rollcall against the seed's naive tracker (`bench/naive.ts`, a call-for-call port; its " +
+      "work as one script under redis-benchmark; its sorted sets for memory) and against " +
+      "redis-benchmark running rollcall's own heartbeat script, all on the same Redis in the " +
+      "same run. Reproduce with `make bench`. The bench reports; it fails only on a broken run " +
+      "(a heartbeat that was not steady, a leave missing), never on a figure.",
     "",
     "## Targets",
     "",
@@ -436,6 +290,8 @@ export function markdown(r: Results): string {
     fanoutSection(r),
     "",
     sweepSection(r),
+    "",
+    liveSection(r),
     "",
     memorySection(r),
     "",

@@ -1,5 +1,6 @@
 import { build, type Histogram } from "hdr-histogram-js";
 import type { Redis } from "ioredis";
+import { cpus } from "node:os";
 
 /** A latency distribution, in the unit it was recorded in. */
 export interface Percentiles {
@@ -59,10 +60,11 @@ export async function info(redis: Redis, section: string): Promise<Map<string, s
 export interface CommandStat {
   calls: number;
   usec: number;
+  /** Calls that returned an error, or that Redis refused to run (rejected_calls). */
   failed: number;
 }
 
-const COMMANDSTAT = /^calls=(\d+),usec=(\d+),.*failed_calls=(\d+)/;
+const COMMANDSTAT = /^calls=(\d+),usec=(\d+),.*rejected_calls=(\d+),failed_calls=(\d+)/;
 
 /** `INFO commandstats` by command name (subcommands as `config|get`). */
 export async function commandStats(redis: Redis): Promise<Map<string, CommandStat>> {
@@ -73,10 +75,15 @@ export async function commandStats(redis: Redis): Promise<Map<string, CommandSta
     stats.set(key.replace(/^cmdstat_/, ""), {
       calls: Number(match[1]),
       usec: Number(match[2]),
-      failed: Number(match[3]),
+      failed: Number(match[3]) + Number(match[4]),
     });
   }
   return stats;
+}
+
+/** Zeroes INFO commandstats, errorstats and latencystats: what follows is counted alone. */
+export async function resetStats(redis: Redis): Promise<void> {
+  await redis.config("RESETSTAT");
 }
 
 /** What ran between two snapshots, leaving out the INFO calls that took the snapshots. */
@@ -111,16 +118,27 @@ export interface Load {
   redisCpu: number;
   /** Share of one core this Node process used (the client side of the bench). */
   clientCpu: number;
+  /** Cores the whole host kept busy, every process counted: others' work competes too. */
+  hostCpu: number;
+}
+
+/** Busy time of every core of the host so far, in seconds (os.cpus(), all processes). */
+function hostBusySeconds(): number {
+  let ms = 0;
+  for (const { times } of cpus()) ms += times.user + times.nice + times.sys + times.irq;
+  return ms / 1000;
 }
 
 /** Runs some work and reports its wall time and who was busy meanwhile. */
 export async function underLoad<T>(redis: Redis, work: () => Promise<T>): Promise<[T, Load]> {
   const redisBefore = await redisCpuSeconds(redis);
   const clientBefore = process.cpuUsage();
+  const hostBefore = hostBusySeconds();
   const started = performance.now();
   const result = await work();
   const seconds = (performance.now() - started) / 1000;
   const client = process.cpuUsage(clientBefore);
+  const host = hostBusySeconds() - hostBefore;
   const redisCpu = (await redisCpuSeconds(redis)) - redisBefore;
   return [
     result,
@@ -128,6 +146,7 @@ export async function underLoad<T>(redis: Redis, work: () => Promise<T>): Promis
       seconds,
       redisCpu: redisCpu / seconds,
       clientCpu: (client.user + client.system) / 1e6 / seconds,
+      hostCpu: host / seconds,
     },
   ];
 }
@@ -136,6 +155,9 @@ export interface ServerLatency {
   p50: number;
   p99: number;
   max: number;
+  /** Calls of the command over the work, and Redis's time in them (INFO commandstats), µs. */
+  calls: number;
+  usec: number;
 }
 
 /**
@@ -157,14 +179,22 @@ export async function serverLatency<T>(
     "50 99 100",
   );
   try {
-    await redis.config("RESETSTAT");
+    await resetStats(redis);
     const result = await work();
     const line = (await info(redis, "latencystats")).get(`latency_percentiles_usec_${command}`);
     if (line === undefined) throw new Error(`INFO latencystats has no ${command}`);
     const p = new Map(line.split(",").map((pair) => pair.split("=") as [string, string]));
+    const stat = (await commandStats(redis)).get(command) ?? { calls: 0, usec: 0, failed: 0 };
+    if (stat.failed > 0) throw new Error(`${stat.failed} ${command} calls failed`);
     return [
       result,
-      { p50: Number(p.get("p50")), p99: Number(p.get("p99")), max: Number(p.get("p100")) },
+      {
+        p50: Number(p.get("p50")),
+        p99: Number(p.get("p99")),
+        max: Number(p.get("p100")),
+        calls: stat.calls,
+        usec: stat.usec,
+      },
     ];
   } finally {
     await redis.config("SET", ...(saved as [string, string]));

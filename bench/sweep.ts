@@ -5,7 +5,7 @@ import {
   Sweeper,
   type PassStats,
   type RollcallOptions,
-} from "../src/rollcall.js";
+} from "../src/index.js";
 import { forEachInFlight, sleep } from "./drive.js";
 import { members, type Member } from "./population.js";
 import type { Lab } from "./lab.js";
@@ -19,6 +19,7 @@ import {
   median,
   percentiles,
   serverLatency,
+  underLoad,
   type Percentiles,
   type ServerLatency,
 } from "./stats.js";
@@ -32,19 +33,24 @@ const MARGIN_MS = 100;
 /** The sweeper runs every bucket at once; the naive sweep gets as many calls in flight. */
 const NAIVE_IN_FLIGHT = 16;
 
-export type Batch = number | "default";
-
 export interface SweepRun {
-  /** "default": the Sweeper's own default batch. */
-  batch: Batch;
+  /** Size of the rooms whose members expire. */
+  roomSize: number;
   idleRooms: number;
   expirations: number;
   /** Timed passes; the figures below are the median pass's, but for the worst call. */
   passes: number;
+  /** Script calls, dueRooms and sweepRoom together. */
   calls: number;
+  /** Rooms the pass found due (each swept by its own calls). */
+  rooms: number;
   durationMs: number;
   expirationsPerSec: number;
-  /** Server time of each sweep script call, µs. */
+  /** redis-server CPU (INFO cpu, user + sys) over the pass, µs per expiration. */
+  redisCpuUs: number;
+  /** Redis's time in the sweep scripts (INFO commandstats, EVALSHA), µs per expiration. */
+  scriptUs: number;
+  /** Server time of each sweep script call, dueRooms and sweepRoom together, µs. */
   callUs: ServerLatency;
   /** The longest sweep script call of all passes, µs. */
   worstCallUs: number;
@@ -59,6 +65,8 @@ export interface NaiveSweepRun {
   commands: number;
   durationMs: number;
   expirationsPerSec: number;
+  /** redis-server CPU over the pass, µs per expiration. */
+  redisCpuUs: number;
 }
 
 export interface LeaveLatency {
@@ -70,6 +78,7 @@ export interface LeaveLatency {
 }
 
 export interface SweepResults {
+  /** Size of the rooms of the seed's expiring members, and of rollcall's in the idle-rooms pair. */
   roomSize: number;
   runs: SweepRun[];
   naive: NaiveSweepRun[];
@@ -77,15 +86,15 @@ export interface SweepResults {
 }
 
 interface Scenario {
-  batch: Batch;
+  roomSize: number;
   idleRooms: number;
 }
 
 function scenarios(p: Profile): Scenario[] {
   const [fewIdle, ...moreIdle] = p.sweep.idleRooms;
   return [
-    ...p.sweep.batches.map((batch) => ({ batch, idleRooms: fewIdle! })),
-    ...moreIdle.map((idleRooms) => ({ batch: "default" as const, idleRooms })),
+    ...p.sweep.roomSizes.map((roomSize) => ({ roomSize, idleRooms: fewIdle! })),
+    ...moreIdle.map((idleRooms) => ({ roomSize: p.sweep.roomSizes[0]!, idleRooms })),
   ];
 }
 
@@ -98,7 +107,13 @@ interface RollcallSweep extends Scenario {
   gone: Member[];
   rollcall: Rollcall;
   sweeper: Sweeper;
-  timed: { pass: PassStats; callUs: ServerLatency }[];
+  timed: TimedPass[];
+}
+
+interface TimedPass {
+  pass: PassStats;
+  callUs: ServerLatency;
+  redisCpuSeconds: number;
 }
 
 /** The seed's keys for one scenario, its conversations named apart from the others'. */
@@ -106,7 +121,13 @@ interface NaiveSweep {
   idleRooms: number;
   gone: Member[];
   conversations: string[];
-  timed: { durationMs: number; commands: number }[];
+  timed: TimedNaivePass[];
+}
+
+interface TimedNaivePass {
+  durationMs: number;
+  commands: number;
+  redisCpuSeconds: number;
 }
 
 /**
@@ -120,12 +141,13 @@ export async function benchSweep(
   profile: Profile,
   progress: Progress,
 ): Promise<SweepResults> {
-  const { expirations, roomSize, passes } = profile.sweep;
+  const { expirations, roomSizes, passes } = profile.sweep;
+  const roomSize = roomSizes[0]!;
   await lab.flush();
   const writer = lab.connect({ enableAutoPipelining: true });
   const rollcallSweeps: RollcallSweep[] = [];
   for (const [i, scenario] of scenarios(profile).entries()) {
-    const label = `sweep: rollcall, batch ${scenario.batch}, ${scenario.idleRooms} idle rooms`;
+    const label = `sweep: rollcall, rooms of ${scenario.roomSize}, ${scenario.idleRooms} idle rooms`;
     rollcallSweeps.push(
       await progress.step(label, () => deploy(lab, writer, `sweep${i}`, scenario, profile)),
     );
@@ -156,6 +178,8 @@ export async function benchSweep(
       for (const s of naiveSweeps) {
         await forEachInFlight(s.gone, 64, (m) => heartbeats.heartbeat(m.room, m.user));
       }
+      // The joins' kept replies would expire in the background while the passes are timed.
+      await lab.dropReplies();
       await sleep(EXPIRING.presenceWindowMs! + MARGIN_MS);
       for (const s of rollcallSweeps) s.timed.push(await timedSweep(lab, s.sweeper, expirations));
       for (const s of naiveSweeps) {
@@ -181,7 +205,14 @@ function rooms(name: string, count: number): string[] {
   return Array.from({ length: count }, (_, i) => `${name}-${i}`);
 }
 
-/** Idle live rooms, and a Sweeper on its own connection, in a deployment of their own. */
+/**
+ * Idle live rooms, and a Sweeper on its own connection, in a deployment of their own. A live
+ * room that is not due is one whose next deadline lies ahead: keeping 100,000 rooms so under a
+ * 1 s window would take 100,000 heartbeats a second, so an instance with an hour's window makes
+ * them present, and the deployment's stored settings are then deleted for the expiring
+ * instances to store theirs: the bench's one deliberate misconfiguration (nothing ever beats in
+ * those rooms again, and their due entries say an hour).
+ */
 async function deploy(
   lab: Lab,
   writer: Redis,
@@ -192,33 +223,35 @@ async function deploy(
   const idle = new Rollcall(writer, { ...IDLE, prefix });
   const idleRooms = rooms("idle", scenario.idleRooms);
   await forEachInFlight(idleRooms, 64, (room) => idle.heartbeat(room, "u", "c"));
-  const { batch } = scenario;
-  const sweeper = new Sweeper(
-    new Rollcall(lab.connect(), { ...EXPIRING, prefix }),
-    batch === "default" ? {} : { batch },
-  );
-  // Nothing is due yet: this loads the script on the sweeper's connection, so the timed passes
-  // run EVALSHA only.
+  await lab.admin.del(idle.layout.deployment);
+  await lab.dropReplies();
+  const sweeping = new Rollcall(lab.connect(), { ...EXPIRING, prefix });
+  const sweeper = new Sweeper(sweeping);
+  // Nothing is due yet: these load both scripts on the sweeper's connection (ioredis sends EVAL
+  // first on each), so the timed passes run EVALSHA only.
   await sweeper.sweepOnce();
+  await sweeping.sweepRoom("busy-0");
   return {
     ...scenario,
-    gone: expiring("busy", profile.sweep.expirations, profile.sweep.roomSize),
+    gone: expiring("busy", profile.sweep.expirations, scenario.roomSize),
     rollcall: new Rollcall(writer, { ...EXPIRING, prefix }),
     sweeper,
     timed: [],
   };
 }
 
-async function timedSweep(
-  lab: Lab,
-  sweeper: Sweeper,
-  expirations: number,
-): Promise<{ pass: PassStats; callUs: ServerLatency }> {
-  const [pass, callUs] = await serverLatency(lab.admin, "evalsha", () => sweeper.sweepOnce());
+async function timedSweep(lab: Lab, sweeper: Sweeper, expirations: number): Promise<TimedPass> {
+  await lab.collectLuaGarbage();
+  const [[pass, callUs], load] = await underLoad(lab.admin, () =>
+    serverLatency(lab.admin, "evalsha", () => sweeper.sweepOnce()),
+  );
   if (pass.connections !== expirations || pass.leaves !== expirations) {
     throw new Error(`sweep settled ${JSON.stringify(pass)}, expected ${expirations} leaves`);
   }
-  return { pass, callUs };
+  if (callUs.calls !== pass.calls) {
+    throw new Error(`the pass made ${pass.calls} script calls, Redis ran ${callUs.calls}`);
+  }
+  return { pass, callUs, redisCpuSeconds: load.redisCpu * load.seconds };
 }
 
 /**
@@ -230,37 +263,47 @@ async function timedNaiveSweep(
   tracker: NaiveTracker,
   conversations: string[],
   expirations: number,
-): Promise<{ durationMs: number; commands: number }> {
+): Promise<TimedNaivePass> {
   let removed = 0;
   const before = await commandStats(lab.admin);
-  const started = performance.now();
-  await forEachInFlight(conversations, NAIVE_IN_FLIGHT, async (conversation) => {
-    const stale = await tracker.sweep(conversation);
-    removed += stale;
+  const [durationMs, load] = await underLoad(lab.admin, async () => {
+    const started = performance.now();
+    await forEachInFlight(conversations, NAIVE_IN_FLIGHT, async (conversation) => {
+      const stale = await tracker.sweep(conversation);
+      removed += stale;
+    });
+    return performance.now() - started;
   });
-  const durationMs = performance.now() - started;
   const ran = commandsBetween(before, await commandStats(lab.admin));
   if (removed !== expirations) throw new Error(`seed's sweep removed ${removed} of ${expirations}`);
-  return { durationMs, commands: [...ran.values()].reduce((sum, c) => sum + c.calls, 0) };
+  return {
+    durationMs,
+    commands: [...ran.values()].reduce((sum, c) => sum + c.calls, 0),
+    redisCpuSeconds: load.redisCpu * load.seconds,
+  };
 }
 
+/** The median pass by Redis CPU (what the flatness target compares), the worst call of all. */
 function summary(s: RollcallSweep, expirations: number): SweepRun {
-  const { pass, callUs } = median(s.timed, (t) => t.pass.durationMs);
+  const { pass, callUs, redisCpuSeconds } = median(s.timed, (t) => t.redisCpuSeconds);
   return {
-    batch: s.batch,
+    roomSize: s.roomSize,
     idleRooms: s.idleRooms,
     expirations,
     passes: s.timed.length,
     calls: pass.calls,
+    rooms: pass.rooms,
     durationMs: pass.durationMs,
     expirationsPerSec: expirations / (pass.durationMs / 1000),
+    redisCpuUs: (redisCpuSeconds * 1e6) / expirations,
+    scriptUs: callUs.usec / expirations,
     callUs,
     worstCallUs: Math.max(...s.timed.map((t) => t.callUs.max)),
   };
 }
 
 function naiveSummary(s: NaiveSweep, expirations: number): NaiveSweepRun {
-  const { durationMs, commands } = median(s.timed, (t) => t.durationMs);
+  const { durationMs, commands, redisCpuSeconds } = median(s.timed, (t) => t.redisCpuSeconds);
   return {
     idleRooms: s.idleRooms,
     expirations,
@@ -268,6 +311,7 @@ function naiveSummary(s: NaiveSweep, expirations: number): NaiveSweepRun {
     commands,
     durationMs,
     expirationsPerSec: expirations / (durationMs / 1000),
+    redisCpuUs: (redisCpuSeconds * 1e6) / expirations,
   };
 }
 
