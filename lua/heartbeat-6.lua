@@ -8,8 +8,8 @@
   the connection's time in place and touches nothing else: no event, no index, no due entry
   (those hold lower bounds, which a later heartbeat keeps true).
 
-  KEYS, ARGV[1..8]: see include/room.lua
-  ARGV[9] user   ARGV[10] connection (at most 9 bytes)   ARGV[11] state JSON, or '' to keep it
+  KEYS, ARGV[1..4]: see include/room.lua
+  ARGV[5] user   ARGV[6] connection (at most 9 bytes)   ARGV[7] state JSON, or '' to keep it
 
   Reply: {1 if the user joined else 0, seq of the event published or 0, its epoch or ''}, or 0
   alone for a steady heartbeat
@@ -17,7 +17,7 @@
 -- @include "replay"
 -- @include "packing"
 
-local user, conn, state = ARGV[9], ARGV[10], ARGV[11]
+local user, conn, state = ARGV[5], ARGV[6], ARGV[7]
 
 -- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
 -- and so does a heartbeat whose connection's previous one lies in an earlier quarter of the TTL;

@@ -2,8 +2,8 @@
   Removes one connection of a user (the clean disconnect). Publishes 'leave' (reason explicit)
   only when that was the user's last live connection; the user's typing stops with it.
 
-  KEYS, ARGV[1..8]: see include/room.lua
-  ARGV[9] user   ARGV[10] connection (at most 9 bytes)
+  KEYS, ARGV[1..4]: see include/room.lua
+  ARGV[5] user   ARGV[6] connection (at most 9 bytes)
 
   Reply: {outcome, seq of the leave or 0, its epoch or ''}; outcome 0: no such live connection,
   1: connection removed and the user is still present, 2: the user left
@@ -11,7 +11,7 @@
 -- @include "replay"
 -- @include "members"
 
-local user, conn = ARGV[9], ARGV[10]
+local user, conn = ARGV[5], ARGV[6]
 local rec = settle(user, load(user))
 local slot = rec and findConnection(rec, conn)
 if not slot then

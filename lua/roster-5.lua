@@ -4,8 +4,8 @@
   then the later ones in order. Writes nothing, except the new epoch a first call in another
   Redis process starts (see include/events.lua).
 
-  KEYS[1..5], ARGV[1..8]: see include/room.lua
-  ARGV[9] most members to return
+  KEYS[1..5], ARGV[1..4]: see include/room.lua
+  ARGV[5] most members to return
 
   Reply: {epoch, seq, member count, the bucket log's last entry id or '' (events of the room
   after the snapshot come after it in the log), then per member returned: user, connections,
@@ -14,7 +14,7 @@
 -- @include "record"
 -- @include "events"
 
-local limit = tonumber(ARGV[9])
+local limit = tonumber(ARGV[5])
 local reply = { currentEpoch(), 0, memberCount(), '' }
 if logLength > 0 then
   local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]

@@ -2,8 +2,8 @@
   Replaces a present user's state (a small JSON object: status, device, ...). Publishes one
   'update' when it changed; never a leave and a join.
 
-  KEYS, ARGV[1..8]: see include/room.lua
-  ARGV[9] user   ARGV[10] state JSON
+  KEYS, ARGV[1..4]: see include/room.lua
+  ARGV[5] user   ARGV[6] state JSON
 
   Reply: {outcome, seq of the event or 0, its epoch or ''}; outcome 0: user not present,
   1: unchanged, 2: updated
@@ -11,7 +11,7 @@
 -- @include "replay"
 -- @include "members"
 
-local user, state = ARGV[9], ARGV[10]
+local user, state = ARGV[5], ARGV[6]
 local rec = settle(user, load(user))
 if not rec then
   return { 0, 0, '' }

@@ -2,8 +2,8 @@
   Marks a present user as typing, or refreshes the mark. Publishes 'typing-start' only when the
   user was not typing. A user who is not present cannot type: nothing changes.
 
-  KEYS, ARGV[1..8]: see include/room.lua
-  ARGV[9] user
+  KEYS, ARGV[1..4]: see include/room.lua
+  ARGV[5] user
 
   Reply: {outcome, seq of the event or 0, its epoch or ''}; outcome 0: user not present,
   1: already typing (refreshed), 2: started
@@ -11,7 +11,7 @@
 -- @include "replay"
 -- @include "members"
 
-local user = ARGV[9]
+local user = ARGV[5]
 local rec = settle(user, load(user))
 if not rec then
   return { 0, 0, '' }

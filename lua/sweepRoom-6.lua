@@ -8,15 +8,15 @@
   A room of up to INDEX_FROM members is read whole; a bigger one through its index, whose entries
   are lower bounds: a member found not expired gets its exact deadline back.
 
-  KEYS, ARGV[1..8]: see include/room.lua
-  ARGV[9] batch: most members to expire in this call
+  KEYS, ARGV[1..4]: see include/room.lua
+  ARGV[5] batch: most members to expire in this call
 
   Reply: {connections dropped, leaves, typing stops, 1 if more is due now else 0}
 ]]
 -- @include "replay"
 -- @include "members"
 
-local batch = tonumber(ARGV[9])
+local batch = tonumber(ARGV[5])
 local dueAt = rcall('ZSCORE', dueKey, room)
 if not dueAt or tonumber(dueAt) > now then
   return { 0, 0, 0, 0 }

@@ -8,9 +8,12 @@
 ]]
 -- @include "room"
 -- @include "record"
-local eventRosterLimit = tonumber(ARGV[4])
-local channelPrefix = ARGV[5]
-local logLength = tonumber(ARGV[6])
+local eventRosterLimit, logLength, replayWindow
+do
+  local a, b, c = string.match(ARGV[4], '^(%d+) (%d+) (%d+)$')
+  eventRosterLimit, logLength, replayWindow = tonumber(a), tonumber(b), tonumber(c)
+end
+local channelPrefix = string.sub(roomKey, 1, tagEnd) .. ':room:'
 local epoch
 
 local function currentEpoch()

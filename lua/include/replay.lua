@@ -12,6 +12,6 @@ do
 end
 
 local function remember(reply)
-  rcall('SET', replayKey, cjson.encode(reply), 'PX', tonumber(ARGV[7]))
+  rcall('SET', replayKey, cjson.encode(reply), 'PX', tonumber(string.match(ARGV[4], '(%d+)$')))
   return reply
 end

@@ -37,6 +37,8 @@ export class Rollcall {
   /** Where this instance and the runtime parts built on it record their metrics. */
   readonly metrics: Metrics;
   private readonly scripts: Scripts;
+  /** ARGV[1..4] of every room script (lua/include/room.lua), written once. */
+  private readonly shared: readonly string[];
   private checked: Promise<void> | undefined;
   /** Calls get ids `<process><counter>`: unique across processes without a random draw each. */
   private readonly callPrefix = randomBytes(6).toString("base64url");
@@ -50,6 +52,13 @@ export class Rollcall {
     this.metrics = new Metrics(options?.meter);
     this.layout = new Layout(this.settings.prefix, this.settings.buckets);
     this.scripts = new Scripts(redis);
+    const s = this.settings;
+    this.shared = [
+      String(s.presenceWindowMs),
+      String(s.typingWindowMs),
+      String(s.keyTtlMs),
+      `${s.eventRosterLimit} ${s.logLength} ${s.replayWindowMs}`,
+    ];
   }
 
   /**
@@ -158,24 +167,13 @@ export class Rollcall {
   ): Promise<Output> {
     const target = this.layout.room(checkId("room", room));
     await this.ready();
-    const s = this.settings;
     const keys = changes
       ? [...target.keys, this.layout.replay(target.bucket, this.callId())]
       : [...target.keys];
-    const shared: Arg[] = [
-      s.presenceWindowMs,
-      s.typingWindowMs,
-      s.keyTtlMs,
-      s.eventRosterLimit,
-      target.channelPrefix,
-      s.logLength,
-      s.replayWindowMs,
-      room,
-    ];
     const started = performance.now();
     let outcome = "ok";
     try {
-      return await this.scripts.run(script, keys, shared, input);
+      return await this.scripts.run(script, keys, this.shared, input);
     } catch (error) {
       outcome = (error as { code?: string }).code ?? "error";
       throw error;

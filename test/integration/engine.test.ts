@@ -157,13 +157,13 @@ describe("deployment settings", () => {
 describe("replies of resent calls", () => {
   // Internal: the raw script, run twice with one replay key, as a client resending it would.
   async function run(scripts: Scripts, rc: Rollcall, replay: string, user: string) {
-    const { keys, channelPrefix, bucket } = rc.layout.room("room");
+    const { keys, bucket } = rc.layout.room("room");
     const s = rc.settings;
-    const shared = [s.presenceWindowMs, s.typingWindowMs, s.keyTtlMs, s.eventRosterLimit];
+    const shared = [s.presenceWindowMs, s.typingWindowMs, s.keyTtlMs];
     return scripts.run(
       heartbeat,
       [...keys, rc.layout.replay(bucket, replay)],
-      [...shared, channelPrefix, s.logLength, s.replayWindowMs, "room"],
+      [...shared, `${s.eventRosterLimit} ${s.logLength} ${s.replayWindowMs}`],
       { user, connection: "c", state: "" },
     );
   }
