@@ -90,6 +90,7 @@ save(user, rec)
 
 local reply = { 0, 0, '' }
 if joined then
+  memberJoined(user)
   rcall('ZADD', dueKey, 'LT', now + presenceWindow, room)
   if indexed() then
     rcall('ZADD', indexKey, now + presenceWindow, user)

@@ -32,13 +32,18 @@ end
 -- The earliest deadline of a room without an index, expiring up to the batch on the way.
 local function scanRoom()
   local all = rcall('HGETALL', roomKey)
+  members = {}
+  for i = 1, #all, 2 do
+    if all[i] ~= '' then
+      members[#members + 1] = all[i]
+    end
+  end
   local earliest
   for i = 1, #all, 2 do
     if all[i] ~= '' then
-      local user, rec = all[i], decode(all[i + 1])
-      local at = deadline(rec)
+      local user, at = all[i], packedDeadline(all[i + 1])
       if at <= now and expired < batch then
-        rec = expireCounted(user, rec)
+        local rec = expireCounted(user, decode(all[i + 1]))
         at = rec and deadline(rec)
       end
       if at and (not earliest or at < earliest) then

@@ -25,8 +25,10 @@ local function currentEpoch()
   if stored[1] and stored[2] == node then
     epoch = stored[1]
   else
-    -- The process's random run_id and the time: unique whoever starts it, wherever.
-    epoch = string.sub(node, 1, 8) .. string.format('%011x', now)
+    -- The process's random run_id and the time to the microsecond (no two scripts of one
+    -- process run in the same one): unique whoever starts it, wherever.
+    local t = rcall('TIME')
+    epoch = string.sub(node, 1, 8) .. string.format('%x%05x', tonumber(t[1]), tonumber(t[2]))
     rcall('HSET', seqKey, 'epoch', epoch, 'node', node)
   end
   return epoch
@@ -55,6 +57,37 @@ local function usersJson(users)
   return '[' .. table.concat(quoted, ',') .. ']'
 end
 
+-- The room's members as this call last read them: a call announcing several leaves (a sweep)
+-- reads them once, and keeps the list up to date with its own joins and leaves.
+local members
+
+local function knownMembers()
+  if not members then
+    members = {}
+    for _, field in ipairs(rcall('HKEYS', roomKey)) do
+      if field ~= '' then
+        members[#members + 1] = field
+      end
+    end
+  end
+  return members
+end
+
+local function memberJoined(user)
+  if members then
+    members[#members + 1] = user
+  end
+end
+
+local function memberLeft(user)
+  for i, member in ipairs(members or {}) do
+    if member == user then
+      table.remove(members, i)
+      return
+    end
+  end
+end
+
 -- ',"roster":[...],"count":n' for join and leave events: at most eventRosterLimit users.
 local function rosterFragment()
   local count = memberCount()
@@ -63,11 +96,7 @@ local function rosterFragment()
     if count > eventRosterLimit and indexed() then
       users = rcall('ZRANGE', indexKey, 0, eventRosterLimit - 1)
     else
-      for _, field in ipairs(rcall('HKEYS', roomKey)) do
-        if field ~= '' and #users < eventRosterLimit then
-          users[#users + 1] = field
-        end
-      end
+      users = { unpack(knownMembers(), 1, math.min(count, eventRosterLimit)) }
     end
   end
   return ',"roster":' .. usersJson(users) .. ',"count":' .. count

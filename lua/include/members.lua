@@ -35,6 +35,7 @@ local function removeMember(user, rec, reason)
     publish(user, 'typing-stop', reasonFragment(rec.t + typingWindow <= now and 'expired' or 'left'))
   end
   rcall('HDEL', roomKey, user)
+  memberLeft(user)
   local wasIndexed = indexed()
   if wasIndexed then
     rcall('ZREM', indexKey, user)

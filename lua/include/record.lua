@@ -72,6 +72,25 @@ local function deadline(rec)
   return at
 end
 
+-- The same deadline, read straight from a packed record: a sweep weighs every record of a room
+-- and decodes only those it expires.
+local function packedDeadline(raw)
+  local flags, pos, at = sbyte(raw, 7), 8, nil
+  if flags >= TYPING then
+    at = sunpack('>I6', raw, 8) + typingWindow
+    flags, pos = flags - TYPING, 14
+  end
+  for _ = 1, flags do
+    local len = sbyte(raw, pos)
+    local d = sunpack('>I6', raw, pos + 1 + len) + presenceWindow
+    if not at or d < at then
+      at = d
+    end
+    pos = pos + 7 + len
+  end
+  return at
+end
+
 local function lastSeen(rec)
   local seen = 0
   for i = 1, #rec.beats do

@@ -9,6 +9,9 @@ export function bucketOf(room: string, buckets: number): number {
   return (hash >>> 0) % buckets;
 }
 
+/** How many rooms' keys a Layout keeps at hand before it starts over. */
+const KNOWN_ROOMS = 10_000;
+
 /** The keys and channel of one room; every one carries its bucket's hash tag. */
 export interface RoomKeys {
   readonly bucket: number;
@@ -32,7 +35,19 @@ export class Layout {
     return `{${this.prefix}:${bucket}}`;
   }
 
+  /** Rooms recently named, with their keys: a heartbeat names the same rooms over and over. */
+  private readonly known = new Map<string, RoomKeys>();
+
   room(room: string): RoomKeys {
+    let keys = this.known.get(room);
+    if (!keys) {
+      if (this.known.size >= KNOWN_ROOMS) this.known.clear();
+      this.known.set(room, (keys = this.roomKeys(room)));
+    }
+    return keys;
+  }
+
+  private roomKeys(room: string): RoomKeys {
     const bucket = bucketOf(room, this.buckets);
     const tag = this.tag(bucket);
     const channelPrefix = `${tag}:room:`;
