@@ -10,14 +10,17 @@
 
   KEYS, ARGV[1..4]: see include/room.lua
   ARGV[5] user   ARGV[6] connection (at most 9 bytes)   ARGV[7] state JSON, or '' to keep it
+  ARGV[8] capacity: most members the room may hold, or 0 for no limit. A user who is not
+  present cannot join a room that holds as many (members in their leave grace count): nothing
+  is written or published. A present user's other connections always get in.
 
-  Reply: {1 if the user joined else 0, seq of the event published or 0, its epoch or ''}, or 0
-  alone for a steady heartbeat
+  Reply: {outcome, seq of the event published or 0, its epoch or ''}, or 0 alone for a steady
+  heartbeat; outcome 0: refreshed (or updated), 1: joined, 2: the room is full
 ]]
 -- @include "replay"
 -- @include "packing"
 
-local user, conn, state = ARGV[5], ARGV[6], ARGV[7]
+local user, conn, state, capacity = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 -- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
 -- and so does a heartbeat whose connection's previous one lies in an earlier quarter of the TTL;
@@ -58,6 +61,9 @@ local MAX_CONNECTIONS = 64
 
 local rec = settle(user, raw and decode(raw))
 local joined = not rec
+if joined and capacity > 0 and memberCount() >= capacity then
+  return { 2, 0, '' }
+end
 if joined then
   rec = { j = now, ids = {}, beats = {}, s = '' }
   if rcall('EXISTS', roomKey) == 0 then
@@ -82,6 +88,8 @@ if not slot then
   rec.ids[slot] = conn
 end
 rec.beats[slot] = now
+-- A connection back within the leave grace: the leave is called off, and nothing is published.
+rec.g, rec.r = nil, nil
 local changed = state ~= '' and state ~= rec.s
 if changed then
   rec.s = state

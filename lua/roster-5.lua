@@ -9,7 +9,7 @@
 
   Reply: {epoch, seq, member count, the bucket log's last entry id or '' (events of the room
   after the snapshot come after it in the log), then per member returned: user, connections,
-  lastSeenMs, joinedAtMs, typedAtMs or 0, state JSON or ''}
+  lastSeenMs, joinedAtMs, typedAtMs or 0, end of the leave grace or 0, state JSON or ''}
 ]]
 -- @include "record"
 -- @include "events"
@@ -43,8 +43,9 @@ for i, user in ipairs(users) do
   if raws[i] then
     local rec = decode(raws[i])
     local n = #reply
-    reply[n + 1], reply[n + 2], reply[n + 3] = user, #rec.ids, lastSeen(rec)
-    reply[n + 4], reply[n + 5], reply[n + 6] = rec.j, rec.t or 0, rec.s
+    reply[n + 1], reply[n + 2] = user, #rec.ids
+    reply[n + 3] = rec.g and rec.g - leaveGrace or lastSeen(rec)
+    reply[n + 4], reply[n + 5], reply[n + 6], reply[n + 7] = rec.j, rec.t or 0, rec.g or 0, rec.s
   end
 end
 return reply

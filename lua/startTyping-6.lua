@@ -1,6 +1,7 @@
 --[[
   Marks a present user as typing, or refreshes the mark. Publishes 'typing-start' only when the
-  user was not typing. A user who is not present cannot type: nothing changes.
+  user was not typing. A user who is not present, or has no live connection (in the leave
+  grace), cannot type: nothing changes.
 
   KEYS, ARGV[1..4]: see include/room.lua
   ARGV[5] user
@@ -13,7 +14,7 @@
 
 local user = ARGV[5]
 local rec = settle(user, load(user))
-if not rec then
+if not rec or rec.g then
   return { 0, 0, '' }
 end
 local started = not rec.t

@@ -8,10 +8,10 @@
 ]]
 -- @include "room"
 -- @include "record"
-local eventRosterLimit, logLength, replayWindow
+local eventRosterLimit, logLength, leaveGrace
 do
-  local a, b, c = string.match(ARGV[4], '^(%d+) (%d+) (%d+)$')
-  eventRosterLimit, logLength, replayWindow = tonumber(a), tonumber(b), tonumber(c)
+  local a, b, c = string.match(ARGV[4], '^(%d+) (%d+) (%d+) %d+$')
+  eventRosterLimit, logLength, leaveGrace = tonumber(a), tonumber(b), tonumber(c)
 end
 local channelPrefix = string.sub(roomKey, 1, tagEnd) .. ':room:'
 local epoch

@@ -51,9 +51,33 @@ local function removeMember(user, rec, reason)
   return seq
 end
 
+-- The member's last connection is gone: its leave waits for the grace (if any is set and not
+-- already over by `at`), and its typing stops at once. Returns the record in its grace, or nil
+-- and the seq of the leave published.
+local function lastConnectionGone(user, rec, reason, at)
+  if leaveGrace == 0 or at + leaveGrace <= now then
+    return nil, removeMember(user, rec, reason)
+  end
+  if rec.t then
+    publish(user, 'typing-stop', reasonFragment(rec.t + typingWindow <= now and 'expired' or 'left'))
+    rec.t = nil
+  end
+  rec.ids, rec.beats, rec.g, rec.r = {}, {}, at + leaveGrace, reason
+  save(user, rec)
+  rcall('ZADD', dueKey, 'LT', rec.g, room)
+  if indexed() then
+    rcall('ZADD', indexKey, 'LT', rec.g, user)
+  end
+  return rec
+end
+
 -- Drops the record's expired connections and typing mark, publishing the overdue events. Returns
 -- the record, or nil if the member thereby left, and counts: connections dropped, leaves, stops.
 local function expire(user, rec)
+  if rec.g then
+    removeMember(user, rec, rec.r)
+    return nil, 0, 1, 0
+  end
   local ids, beats, dropped = {}, {}, 0
   for i = 1, #rec.ids do
     if rec.beats[i] + presenceWindow > now then
@@ -63,8 +87,9 @@ local function expire(user, rec)
     end
   end
   if #ids == 0 then
-    removeMember(user, rec, 'expired')
-    return nil, dropped, 1, rec.t and 1 or 0
+    local stops = rec.t and 1 or 0
+    local live = lastConnectionGone(user, rec, 'expired', lastSeen(rec) + presenceWindow)
+    return live, dropped, live and 0 or 1, stops
   end
   rec.ids, rec.beats = ids, beats
   local stops = 0

@@ -1,8 +1,11 @@
 --[[
   The member record: one field of the room hash per user, packed so that a steady heartbeat
   patches six bytes in place instead of decoding and encoding it.
-    >I6 joinedAt ms | B flags: bits 0-6 connections n (1..64), bit 7 typing | >I6 typedAt if typing
-    | n x (B id length, id, >I6 last heartbeat ms) | state JSON: the rest ('' = none)
+    >I6 joinedAt ms | B flags: bits 0-6 connections n (0..64), bit 7 typing | >I6 typedAt if typing
+    | n x (B id length, id, >I6 last heartbeat ms) | if n is 0: >I6 end of the leave grace,
+    B reason (1 explicit, 2 expired) | state JSON: the rest ('' = none)
+  A record without connections is a member in its leave grace: still announced as present, its
+  leave is published when the grace ends, and not at all if a connection comes back first.
   Connection ids arrive as at most 9 bytes (longer ids are sent as a digest).
 ]]
 -- @include "room"
@@ -20,7 +23,10 @@ local function indexed()
   return rcall('EXISTS', indexKey) == 1
 end
 
--- {j = joinedAt, t = typedAt or nil, ids = {...}, beats = {...}, s = state or ''}
+local GRACE_REASONS = { 'explicit', 'expired', explicit = 1, expired = 2 }
+
+-- {j = joinedAt, t = typedAt or nil, ids = {...}, beats = {...}, g = grace end or nil,
+--  r = grace reason, s = state or ''}
 local function decode(raw)
   local j, flags = sunpack('>I6B', raw)
   local rec, pos = { j = j, ids = {}, beats = {} }, 8
@@ -33,6 +39,10 @@ local function decode(raw)
     rec.ids[i] = ssub(raw, pos + 1, pos + len)
     rec.beats[i] = sunpack('>I6', raw, pos + 1 + len)
     pos = pos + 7 + len
+  end
+  if flags == 0 then
+    local g, r = sunpack('>I6B', raw, pos)
+    rec.g, rec.r, pos = g, GRACE_REASONS[r], pos + 7
   end
   rec.s = ssub(raw, pos)
   return rec
@@ -48,6 +58,9 @@ local function encode(rec)
     local id = rec.ids[i]
     parts[#parts + 1] = schar(#id) .. id .. spack('>I6', rec.beats[i])
   end
+  if n == 0 then
+    parts[#parts + 1] = spack('>I6B', rec.g, GRACE_REASONS[rec.r])
+  end
   parts[#parts + 1] = rec.s
   return table.concat(parts)
 end
@@ -59,6 +72,9 @@ end
 
 -- When something in the record next expires: its oldest connection, or its typing mark.
 local function deadline(rec)
+  if rec.g then
+    return rec.g
+  end
   local oldest = rec.beats[1]
   for i = 2, #rec.beats do
     if rec.beats[i] < oldest then
@@ -88,7 +104,7 @@ local function packedDeadline(raw)
     end
     pos = pos + 7 + len
   end
-  return at
+  return at or sunpack('>I6', raw, pos)
 end
 
 local function lastSeen(rec)

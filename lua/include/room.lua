@@ -11,7 +11,7 @@
   KEYS[5] log       stream of the bucket's events (written only when ARGV[6] > 0)
   KEYS[6] replay    string: the reply of this call, kept so that a resent call gets it again
   ARGV[1] presence window ms   ARGV[2] typing window ms   ARGV[3] key ttl ms (safety net)
-  ARGV[4] 'eventRosterLimit logLength replayWindowMs': what only a change needs (see events)
+  ARGV[4] 'eventRosterLimit logLength leaveGraceMs replayWindowMs': what only a change needs
   ARGV[5] and on: the script's own arguments
   The room's id and its channel are in KEYS[1], '{prefix:bucket}:u:<room>': arguments are what
   a client spends most of a call's time writing, so none repeats another.

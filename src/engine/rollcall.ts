@@ -57,7 +57,7 @@ export class Rollcall {
       String(s.presenceWindowMs),
       String(s.typingWindowMs),
       String(s.keyTtlMs),
-      `${s.eventRosterLimit} ${s.logLength} ${s.replayWindowMs}`,
+      `${s.eventRosterLimit} ${s.logLength} ${s.leaveGraceMs} ${s.replayWindowMs}`,
     ];
   }
 
@@ -79,13 +79,14 @@ export class Rollcall {
     room: string,
     user: string,
     connection: string,
-    options?: { state?: MemberState },
+    options?: { state?: MemberState; capacity?: number },
   ): Promise<HeartbeatResult> {
-    const { state } = knownKeys(options, ["state"]);
+    const { state, capacity } = knownKeys(options, ["state", "capacity"]);
     const result = await this.call(heartbeat, room, {
       user: checkId("user", user),
       connection: this.connection(connection),
       state: state === undefined ? "" : this.encode(state),
+      capacity: capacity === undefined ? 0 : integer("capacity", capacity, 1, 1_000_000_000),
     });
     return this.published(result.joined ? "join" : "update", result);
   }

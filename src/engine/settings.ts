@@ -20,6 +20,12 @@ export interface RollcallOptions {
   maxStateBytes?: number;
   /** How long the reply of a call that changed something is kept for a resend of it. Default 30 000. */
   replayWindowMs?: number;
+  /**
+   * How long a user whose last connection left, or expired, stays announced as present before
+   * the `leave` is published: a connection back in time (a page reload) publishes nothing at all.
+   * Default 0.
+   */
+  leaveGraceMs?: number;
   /** Events kept in each bucket's log (a Redis stream, trimmed to about this many); 0: no log. Default 0. */
   logLength?: number;
   /** An OpenTelemetry Meter: rollcall records its metrics through it (none without one). */
@@ -38,6 +44,7 @@ export const DEFAULTS: Settings = {
   rosterLimit: 1_000,
   maxStateBytes: 1_024,
   replayWindowMs: 30_000,
+  leaveGraceMs: 0,
   logLength: 0,
 };
 
@@ -45,7 +52,14 @@ export const DEFAULTS: Settings = {
 export const LAYOUT_VERSION = 2;
 
 /** What every instance of a deployment must agree on: it decides who has expired, and where. */
-const SHARED = ["buckets", "presenceWindowMs", "typingWindowMs", "keyTtlMs", "logLength"] as const;
+const SHARED = [
+  "buckets",
+  "presenceWindowMs",
+  "typingWindowMs",
+  "keyTtlMs",
+  "leaveGraceMs",
+  "logLength",
+] as const;
 
 const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 const DAY = 86_400_000;
@@ -66,6 +80,7 @@ export function settle(options?: RollcallOptions): Settings {
     rosterLimit: integer("rosterLimit", o.rosterLimit, 1, 100_000),
     maxStateBytes: integer("maxStateBytes", o.maxStateBytes, 2, 65_536),
     replayWindowMs: integer("replayWindowMs", o.replayWindowMs, 1_000, DAY),
+    leaveGraceMs: integer("leaveGraceMs", o.leaveGraceMs, 0, 3_600_000),
     logLength: integer("logLength", o.logLength, 0, 100_000_000),
   };
   if (settings.typingWindowMs >= settings.presenceWindowMs) {

@@ -33,6 +33,9 @@ export interface GatewayOptions {
   authenticate?: Authenticate;
   /** Decides who may join which room; without it, the identity's `rooms` must list the room. */
   authorize?: (identity: Identity, room: string) => boolean | Promise<boolean>;
+  /** Most members a room may hold (or a function of the room: undefined for no limit): a join
+   * beyond it gets ROOM_FULL. A user already in the room always gets in. Default: no limit. */
+  capacity?: number | ((room: string) => number | undefined);
   /** The URL path of the WebSocket endpoint. Default `/presence`. */
   path?: string;
   /** The process's Subscriber; by default the gateway makes its own. */
@@ -67,6 +70,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly path: string;
   private readonly authenticate: Authenticate;
   private readonly authorize: GatewayOptions["authorize"];
+  private readonly capacity: (room: string) => number | undefined;
   private readonly wss: WebSocketServer;
   private readonly sessions = new Set<Session>();
   private readonly rooms = new Map<string, Room>();
@@ -88,6 +92,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       "jwt",
       "authenticate",
       "authorize",
+      "capacity",
       "path",
       "subscriber",
       "sweeper",
@@ -102,6 +107,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       ? jwtAuthenticator(o.jwt)
       : callback<Authenticate>("authenticate", o.authenticate)!;
     this.authorize = callback("authorize", o.authorize);
+    const capacity =
+      typeof o.capacity === "number"
+        ? integer("capacity", o.capacity, 1, 1_000_000_000)
+        : o.capacity;
+    this.capacity =
+      typeof capacity === "number" || capacity === undefined
+        ? () => capacity
+        : callback<(room: string) => number | undefined>("capacity", capacity)!;
     this.path = o.path ?? "/presence";
     if (!this.path.startsWith("/")) invalidOption("path must start with /");
     this.limits = checkLimits(o.limits);
@@ -235,7 +248,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     });
     try {
       await entry.subscription;
-      await this.rollcall.heartbeat(room, session.user, session.connection, { state });
+      const capacity = this.capacity(room);
+      const beat = await this.rollcall.heartbeat(room, session.user, session.connection, {
+        state,
+        ...(capacity === undefined ? {} : { capacity }),
+      });
+      if (beat.full) throw new FrameError("ROOM_FULL", `room ${room} is full`, ref);
     } catch (error) {
       if (isNew) this.drop(session, room);
       throw error;

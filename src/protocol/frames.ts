@@ -28,6 +28,7 @@ export type FrameErrorCode =
   | "FORBIDDEN"
   | "NOT_JOINED"
   | "TOO_MANY_ROOMS"
+  | "ROOM_FULL"
   | "RATE_LIMITED"
   | "UNAVAILABLE"
   | "INTERNAL";

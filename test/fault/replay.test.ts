@@ -45,6 +45,7 @@ describe("replies that survive a resend", () => {
     expect(ofType("join")).to.have.length(1);
     expect(result).to.deep.equal({
       joined: true,
+      full: false,
       event: { epoch: events[0]!.epoch, seq: events[0]!.seq },
     });
   });
@@ -74,6 +75,7 @@ describe("replies that survive a resend", () => {
     expect(last).to.deep.equal({
       removed: true,
       left: true,
+      leaving: false,
       event: { epoch: events[0]!.epoch, seq: ofType("leave")[0]!.seq },
     });
   });

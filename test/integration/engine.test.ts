@@ -90,7 +90,11 @@ describe("engine layout", () => {
     const rc = new Rollcall(client());
     await rc.heartbeat("room", "ann", "c");
     await rc.redis.config("RESETSTAT");
-    expect(await rc.heartbeat("room", "ann", "c")).to.deep.equal({ joined: false, event: null });
+    expect(await rc.heartbeat("room", "ann", "c")).to.deep.equal({
+      joined: false,
+      full: false,
+      event: null,
+    });
     const calls = await commandCalls(rc);
     calls.delete("config");
     calls.delete("info");
@@ -163,8 +167,8 @@ describe("replies of resent calls", () => {
     return scripts.run(
       heartbeat,
       [...keys, rc.layout.replay(bucket, replay)],
-      [...shared, `${s.eventRosterLimit} ${s.logLength} ${s.replayWindowMs}`],
-      { user, connection: "c", state: "" },
+      [...shared, `${s.eventRosterLimit} ${s.logLength} ${s.leaveGraceMs} ${s.replayWindowMs}`],
+      { user, connection: "c", state: "", capacity: 0 },
     );
   }
 
@@ -176,11 +180,19 @@ describe("replies of resent calls", () => {
     expect(first.joined).to.equal(true);
     expect(await run(scripts, rc, "call-1", "ann")).to.deep.equal(first);
     // Another call is another call: the user is present now.
-    expect(await run(scripts, rc, "call-2", "ann")).to.deep.equal({ joined: false, event: null });
+    expect(await run(scripts, rc, "call-2", "ann")).to.deep.equal({
+      joined: false,
+      full: false,
+      event: null,
+    });
     await sleep(100);
     expect(events.map((e) => e.type)).to.deep.equal(["join"]);
     // The reply is kept for the replay window only.
     await sleep(1_000);
-    expect(await run(scripts, rc, "call-1", "ann")).to.deep.equal({ joined: false, event: null });
+    expect(await run(scripts, rc, "call-1", "ann")).to.deep.equal({
+      joined: false,
+      full: false,
+      event: null,
+    });
   });
 });

@@ -22,6 +22,7 @@ describe("Rollcall", () => {
       expect(await rc.heartbeat("room", "ann", "tab1")).to.deep.include({ joined: true });
       expect(await rc.heartbeat("room", "ann", "tab1")).to.deep.equal({
         joined: false,
+        full: false,
         event: null,
       });
       await rc.heartbeat("room", "bob", "tab1");
@@ -38,6 +39,7 @@ describe("Rollcall", () => {
       expect(await rc.leave("room", "ann", "tab1")).to.deep.equal({
         removed: true,
         left: false,
+        leaving: false,
         event: null,
       });
       expect((await rc.roster("room")).members.map((m) => [m.user, m.connections])).to.deep.equal([
@@ -47,6 +49,7 @@ describe("Rollcall", () => {
       expect(await rc.leave("room", "ann", "tab2")).to.deep.equal({
         removed: false,
         left: false,
+        leaving: false,
         event: null,
       });
       await eventually(() => events.length === 2);

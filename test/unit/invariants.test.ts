@@ -83,9 +83,9 @@ function callOf(e: PresenceEvent): CallRecord {
   const event = { epoch: e.epoch, seq: e.seq };
   switch (e.type) {
     case "join":
-      return { ...at, op: "heartbeat", result: { joined: true, event } };
+      return { ...at, op: "heartbeat", result: { joined: true, full: false, event } };
     case "leave":
-      return { ...at, op: "leave", result: { removed: true, left: true, event } };
+      return { ...at, op: "leave", result: { removed: true, left: true, leaving: false, event } };
     case "typing-start":
       return { ...at, op: "startTyping", result: { present: true, started: true, event } };
     case "typing-stop":
@@ -126,7 +126,11 @@ describe("invariant checker", () => {
     // Expiries and the stop that goes with a leave come from no call of their own.
     const explicit = (e: PresenceEvent) => !("reason" in e) || e.reason === "explicit";
     for (const e of published.filter(explicit)) history.addCall(callOf(e));
-    history.addCall({ ...at("ann"), op: "heartbeat", result: { joined: false, event: null } });
+    history.addCall({
+      ...at("ann"),
+      op: "heartbeat",
+      result: { joined: false, full: false, event: null },
+    });
 
     const report = history.check({ complete: true, quiet: true });
     expect(report.violations).to.deep.equal([]);
@@ -387,8 +391,16 @@ describe("invariant checker", () => {
     it("flags a result whose flags and event disagree", () => {
       bucket.join("ann");
       const event = { epoch: "e1", seq: 1 };
-      history.addCall({ ...at("ann"), op: "heartbeat", result: { joined: true, event: null } });
-      history.addCall({ ...at("ann"), op: "leave", result: { removed: true, left: false, event } });
+      history.addCall({
+        ...at("ann"),
+        op: "heartbeat",
+        result: { joined: true, full: false, event: null },
+      });
+      history.addCall({
+        ...at("ann"),
+        op: "leave",
+        result: { removed: true, left: false, leaving: false, event },
+      });
       expect(rules(history.check())).to.deep.equal(["call-result", "call-result"]);
     });
 

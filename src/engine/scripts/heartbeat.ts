@@ -4,17 +4,29 @@ import type { Arg, Script } from "../script.js";
 export interface HeartbeatResult {
   /** True when this heartbeat made the user present (a `join` was published). */
   joined: boolean;
+  /** The user was not present and the room held `capacity` members: nothing was written. */
+  full: boolean;
   /** The join or update this call published, or null. */
   event: EventId | null;
 }
 
-export const heartbeat: Script<{ user: string; connection: Arg; state: string }, HeartbeatResult> =
-  {
-    name: "heartbeat",
-    args: ({ user, connection, state }) => [user, connection, state],
+interface HeartbeatInput {
+  user: string;
+  connection: Arg;
+  state: string;
+  /** 0 for no limit. */
+  capacity: number;
+}
+
+const OUTCOMES = ["refreshed", "joined", "full"] as const;
+
+export const heartbeat: Script<HeartbeatInput, HeartbeatResult> = {
+  name: "heartbeat",
+  args: ({ user, connection, state, capacity }) => [user, connection, state, capacity],
+  decode: (reply) => {
     // A steady heartbeat replies 0 alone.
-    decode: (reply) =>
-      reply.length === 1 && reply.int(0) === 0
-        ? { joined: false, event: null }
-        : { joined: reply.int(0) === 1, event: reply.event(1) },
-  };
+    const outcome = reply.outcome(0, OUTCOMES);
+    const event = reply.length === 1 ? null : reply.event(1);
+    return { joined: outcome === "joined", full: outcome === "full", event };
+  },
+};

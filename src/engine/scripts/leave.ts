@@ -6,16 +6,23 @@ export interface LeaveResult {
   removed: boolean;
   /** It was the user's last live connection: a `leave` was published. */
   left: boolean;
+  /** It was the user's last live connection, and its `leave` waits for the leave grace. */
+  leaving: boolean;
   event: EventId | null;
 }
 
-const OUTCOMES = ["absent", "removed", "left"] as const;
+const OUTCOMES = ["absent", "removed", "left", "leaving"] as const;
 
 export const leave: Script<{ user: string; connection: Arg }, LeaveResult> = {
   name: "leave",
   args: ({ user, connection }) => [user, connection],
   decode: (reply) => {
     const outcome = reply.outcome(0, OUTCOMES);
-    return { removed: outcome !== "absent", left: outcome === "left", event: reply.event(1) };
+    return {
+      removed: outcome !== "absent",
+      left: outcome === "left",
+      leaving: outcome === "leaving",
+      event: reply.event(1),
+    };
   },
 };

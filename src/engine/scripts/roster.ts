@@ -14,6 +14,9 @@ export interface RosterMember {
   /** Redis time of the user's latest startTyping, ms, or null when not typing (the typing-start
    * event's `at` is when typing began; the mark stops typingWindowMs after this). */
   typedAt: number | null;
+  /** With no live connection left: when the user's leave will be published, unless one comes
+   * back before (the leave grace); null otherwise. */
+  leavingAt: number | null;
   state: MemberState | null;
 }
 
@@ -33,7 +36,7 @@ export interface Roster {
   log?: string;
 }
 
-const FIELDS = 6;
+const FIELDS = 7;
 
 function state(reply: Reply, index: number): MemberState | null {
   const json = reply.str(index);
@@ -52,13 +55,15 @@ export const roster: Script<{ room: string; limit: number }, Roster> = {
     const members: RosterMember[] = [];
     for (let i = 4; i < reply.length; i += FIELDS) {
       const typedAt = reply.int(i + 4);
+      const leavingAt = reply.int(i + 5);
       members.push({
         user: reply.str(i),
         connections: reply.int(i + 1),
         lastSeen: reply.int(i + 2),
         joinedAt: reply.int(i + 3),
         typedAt: typedAt === 0 ? null : typedAt,
-        state: state(reply, i + 5),
+        leavingAt: leavingAt === 0 ? null : leavingAt,
+        state: state(reply, i + 6),
       });
     }
     members.sort((a, b) => compareIds(a.user, b.user));
