@@ -96,6 +96,29 @@ describe("subscriber", () => {
     expect(await shardSubscribers(subscriber.rollcall.channel("room"))).to.equal(0);
   });
 
+  it("rejects bad options and listeners with typed errors, never a raw TypeError", async () => {
+    const { subscriber } = subscriberOf(new Rollcall(client()));
+    const bad: [unknown, unknown][] = [
+      [() => {}, { types: 5 }],
+      [() => {}, { types: "join" }],
+      [() => {}, { onLost: "soon" }],
+      [() => {}, { typo: true }],
+      [() => {}, []],
+      [null, {}],
+      ["listener", undefined],
+    ];
+    for (const [listener, options] of bad) {
+      const failure = await rejection(
+        subscriber.subscribe("room", listener as never, options as never),
+      );
+      expect(failure, JSON.stringify(options)).to.be.instanceOf(InvalidInputError);
+    }
+    // null options are no options.
+    const ok = await subscriber.subscribe("room", () => {}, null as never);
+    await ok.close();
+    expect(await shardSubscribers(subscriber.rollcall.channel("room"))).to.equal(0);
+  });
+
   it("subscribes a room's channel once, while any subscription to it is open", async () => {
     const rc = new Rollcall(client());
     const { subscriber } = subscriberOf(rc);

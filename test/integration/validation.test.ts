@@ -61,6 +61,12 @@ describe("validation", () => {
       { deep: [[[[[[[[[[1]]]]]]]]]] },
       // eslint-disable-next-line no-sparse-arrays -- the hole is the point
       { tags: [1, , 3] },
+      Object.defineProperty({}, "status", {
+        enumerable: true,
+        get: () => {
+          throw new Error("a getter that throws");
+        },
+      }),
     ];
     for (const state of bad) {
       await rejects(rc.setState("r", "u", state as never), "INVALID_STATE");
