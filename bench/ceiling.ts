@@ -63,6 +63,7 @@ const EXPECTED: Record<CeilingScript, Expected> = {
  */
 const DEPLOYMENT: RollcallOptions = {
   presenceWindowMs: 3_600_000,
+  leaveGraceMs: 0,
   keyTtlMs: 30 * 86_400_000,
   buckets: 1,
 };
@@ -170,7 +171,12 @@ export class Ceiling {
  * loader built it, and every key and argument. The room's keys and the user then get
  * redis-benchmark's random number; the room argument stays (a steady heartbeat does not read it).
  */
-async function captureHeartbeat(lab: Lab, rollcall: Rollcall, member: Member): Promise<string[]> {
+export async function captureHeartbeat(
+  lab: Lab,
+  rollcall: Rollcall,
+  member: Member,
+  options: { capacity?: number } = {},
+): Promise<string[]> {
   const monitor = lab.track(await lab.admin.monitor());
   const seen = new Promise<string[]>((resolve) => {
     monitor.on("monitor", (_time: string, args: string[], source: string) => {
@@ -178,7 +184,7 @@ async function captureHeartbeat(lab: Lab, rollcall: Rollcall, member: Member): P
     });
   });
   // The connection has run the script already, so ioredis sends EVALSHA rather than EVAL.
-  const { joined } = await rollcall.heartbeat(member.room, member.user, member.connection);
+  const { joined } = await rollcall.heartbeat(member.room, member.user, member.connection, options);
   const args = await seen;
   lab.release(monitor);
   if (joined) throw new Error("the captured heartbeat joined: it is not a steady one");

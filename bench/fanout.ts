@@ -19,7 +19,7 @@ export interface FanoutResult {
 const TIMEOUT_MS = 5_000;
 
 /** Arrival times of awaited events, keyed by who awaits them. */
-class Inbox {
+export class Inbox {
   private readonly waiting = new Map<string, (at: number) => void>();
 
   expect(key: string): Promise<number> {
@@ -35,10 +35,11 @@ class Inbox {
     });
   }
 
-  deliver(key: string): void {
+  /** An event arrived (now, or at `at` when the receiver stamped it on arrival). */
+  deliver(key: string, at = performance.now()): void {
     const arrived = this.waiting.get(key);
     this.waiting.delete(key);
-    arrived?.(performance.now());
+    arrived?.(at);
   }
 }
 

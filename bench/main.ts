@@ -3,7 +3,10 @@ import { availableParallelism, cpus, platform } from "node:os";
 import { parseArgs } from "node:util";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../src/dev/embedded.js";
 import { chart } from "./chart.js";
+import { benchLog, logSteps } from "./eventLog.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
+import { benchGateway, gatewaySteps } from "./gateway.js";
+import { benchGrace, graceSteps } from "./grace.js";
 import { benchHeartbeat, heartbeatSteps } from "./heartbeat.js";
 import { Lab } from "./lab.js";
 import { benchLive, liveSteps } from "./live.js";
@@ -49,9 +52,12 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
   const progress = new Progress(
     heartbeatSteps(profile) +
       fanoutSteps() +
+      gatewaySteps(profile) +
       sweepSteps(profile) +
       liveSteps(profile) +
-      memorySteps(profile),
+      memorySteps(profile) +
+      logSteps(profile) +
+      graceSteps(profile),
   );
   const started = performance.now();
   try {
@@ -59,9 +65,12 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const server = await info(lab.admin, "server");
     const heartbeat = await benchHeartbeat(lab, profile, progress);
     const fanout = await benchFanout(lab, profile, progress);
+    const gateway = await benchGateway(lab, profile, progress);
     const sweep = await benchSweep(lab, profile, progress);
     const live = await benchLive(lab, profile, progress);
     const memory = await benchMemory(lab, profile, progress);
+    const log = await benchLog(lab, profile, progress);
+    const grace = await benchGrace(lab, profile, progress);
     await lab.flush();
     const meta: Meta = {
       date: new Date().toISOString(),
@@ -74,7 +83,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       platform: platform(),
       seconds: Math.round((performance.now() - started) / 1000),
     };
-    const partial = { meta, heartbeat, fanout, sweep, live, memory };
+    const partial = { meta, heartbeat, fanout, gateway, sweep, live, memory, log, grace };
     return { ...partial, targets: targets(partial) };
   } finally {
     progress.stop();

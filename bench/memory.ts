@@ -227,7 +227,7 @@ async function replayCost(lab: Lab, joins: number): Promise<ReplayCost> {
 }
 
 /** MEMORY USAGE of every key, by kind. */
-async function weigh(lab: Lab): Promise<Omit<Footprint, "usedMemory">> {
+export async function weigh(lab: Lab): Promise<Omit<Footprint, "usedMemory">> {
   let keys = 0;
   let memoryUsage = 0;
   const byKind: Record<string, number> = {};

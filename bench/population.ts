@@ -36,5 +36,8 @@ export function grid(rooms: number, usersPerRoom: number): Member[] {
   }));
 }
 
-/** Long enough that nobody expires while a section runs: every heartbeat is a refresh. */
-export const STEADY: RollcallOptions = { presenceWindowMs: 600_000 };
+/**
+ * Long enough that nobody expires while a section runs: every heartbeat is a refresh. No leave
+ * grace, whatever the library's default: a leave is announced at once, as the sections measure.
+ */
+export const STEADY: RollcallOptions = { presenceWindowMs: 600_000, leaveGraceMs: 0 };

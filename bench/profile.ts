@@ -1,5 +1,8 @@
 import type { BenchmarkConfig } from "./benchmark.js";
 import type { CeilingConfig } from "./ceiling.js";
+import type { LogProfile } from "./eventLog.js";
+import type { GatewayProfile } from "./gateway.js";
+import type { GraceProfile } from "./grace.js";
 
 /** How much of everything to run: `full` for the committed results, `smoke` to prove it runs. */
 export interface Profile {
@@ -50,6 +53,12 @@ export interface Profile {
   };
   /** Users per cell (past the compact encodings), and joins whose kept replies are weighed. */
   memory: { users: number; roomSizes: number[]; replayJoins: number };
+  /** Gateway processes: sockets held, fan-out across two instances, heartbeat frames. */
+  gateway: GatewayProfile;
+  /** The event log's cost per event, on against off. */
+  log: LogProfile;
+  /** The leave grace and room capacity on the heartbeat path. */
+  grace: GraceProfile;
 }
 
 export const FULL: Profile = {
@@ -88,6 +97,20 @@ export const FULL: Profile = {
     alternative: { clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
   },
   memory: { users: 20_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 10_000 },
+  gateway: {
+    sockets: 5_000,
+    roomSize: 20,
+    opening: 100,
+    fanout: { samples: 1_000, rooms: 20, warmup: 20 },
+    heartbeat: { sockets: 200, roomsPerSocket: 3, inFlight: 2, runMs: 3_000, repeats: 3 },
+  },
+  log: { logLength: 10_000, rooms: 50, usersPerRoom: 20, inFlight: 16, runMs: 1_200, repeats: 5 },
+  grace: {
+    leaveGraceMs: 5_000,
+    capacity: 50,
+    steady: { roomSize: 20, clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
+    paths: { rooms: 500, roomSize: 20, inFlight: 16, phases: 6 },
+  },
 };
 
 export const SMOKE: Profile = {
@@ -119,4 +142,18 @@ export const SMOKE: Profile = {
     alternative: { clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
   },
   memory: { users: 1_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 1_000 },
+  gateway: {
+    sockets: 200,
+    roomSize: 20,
+    opening: 50,
+    fanout: { samples: 30, rooms: 5, warmup: 5 },
+    heartbeat: { sockets: 20, roomsPerSocket: 3, inFlight: 2, runMs: 500, repeats: 1 },
+  },
+  log: { logLength: 1_000, rooms: 10, usersPerRoom: 20, inFlight: 16, runMs: 300, repeats: 1 },
+  grace: {
+    leaveGraceMs: 5_000,
+    capacity: 50,
+    steady: { roomSize: 20, clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
+    paths: { rooms: 50, roomSize: 20, inFlight: 16, phases: 1 },
+  },
 };

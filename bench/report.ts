@@ -1,5 +1,9 @@
 import { CEILING_SCRIPTS, summarizeCeiling, type CeilingScript } from "./ceiling.js";
+import type { LogResults } from "./eventLog.js";
 import type { FanoutResult } from "./fanout.js";
+import { gatewaySection, graceSection, logSection } from "./features.js";
+import type { GatewayResults } from "./gateway.js";
+import type { GraceResults } from "./grace.js";
 import { number, percent, percentileCells, PERCENTILES, ratio, table } from "./format.js";
 import {
   describe,
@@ -32,9 +36,12 @@ export interface Results {
   meta: Meta;
   heartbeat: HeartbeatResults;
   fanout: FanoutResult[];
+  gateway: GatewayResults;
   sweep: SweepResults;
   live: LiveResult[];
   memory: MemoryResults;
+  log: LogResults;
+  grace: GraceResults;
   targets: Target[];
 }
 
@@ -289,11 +296,17 @@ export function markdown(r: Results): string {
     "",
     fanoutSection(r),
     "",
+    gatewaySection(r),
+    "",
     sweepSection(r),
     "",
     liveSection(r),
     "",
     memorySection(r),
+    "",
+    logSection(r),
+    "",
+    graceSection(r),
     "",
   ].join("\n");
 }

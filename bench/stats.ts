@@ -123,7 +123,7 @@ export interface Load {
 }
 
 /** Busy time of every core of the host so far, in seconds (os.cpus(), all processes). */
-function hostBusySeconds(): number {
+export function hostBusySeconds(): number {
   let ms = 0;
   for (const { times } of cpus()) ms += times.user + times.nice + times.sys + times.irq;
   return ms / 1000;

@@ -24,10 +24,17 @@ import {
   type ServerLatency,
 } from "./stats.js";
 
-/** The shortest presence window rollcall accepts, so expiries come quickly. */
-const EXPIRING: RollcallOptions = { presenceWindowMs: 1_000, typingWindowMs: 500 };
+/**
+ * The shortest presence window rollcall accepts, so expiries come quickly; no leave grace
+ * (whatever the library's default), so that an expiry is a leave, announced by the pass.
+ */
+const EXPIRING: RollcallOptions = {
+  presenceWindowMs: 1_000,
+  typingWindowMs: 500,
+  leaveGraceMs: 0,
+};
 /** Idle rooms: live all along (their heartbeat's window is an hour) and never due. */
-const IDLE: RollcallOptions = { presenceWindowMs: 3_600_000 };
+const IDLE: RollcallOptions = { presenceWindowMs: 3_600_000, leaveGraceMs: 0 };
 /** After the window has passed, a margin for the last heartbeat's round trip. */
 const MARGIN_MS = 100;
 /** The sweeper runs every bucket at once; the naive sweep gets as many calls in flight. */

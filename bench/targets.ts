@@ -37,6 +37,7 @@ export function targets(r: Omit<Results, "targets">): Target[] {
     ...throughputTargets(r),
     ...sweepTargets(r),
     ...liveTargets(r),
+    ...graceTargets(r),
   ];
 }
 
@@ -142,4 +143,27 @@ function liveTargets(r: Omit<Results, "targets">): Target[] {
       `(${number(l.visitsPerRoomPerWindow, 2)} visits per room per window)`,
     met: l.cheaper,
   }));
+}
+
+/** Issue 11: no leave/join pair for a reload within the grace; a full room refuses a join whole. */
+function graceTargets(r: Omit<Results, "targets">): Target[] {
+  const g = r.grace;
+  const [plain, graced] = g.reload.variants;
+  const refused = g.join.variants.find((v) => v.refused)!;
+  return [
+    {
+      target: `a page reload within the leave grace publishes nothing (no leave/join pair)`,
+      measured:
+        `${number(graced!.events, 2)} events per reload with a ${number(g.leaveGraceMs)} ms grace ` +
+        `(${number(plain!.events, 2)} without; ${number(graced!.reloads)} reloads)`,
+      met: graced!.events === 0,
+    },
+    {
+      target: "a join into a full room writes and publishes nothing",
+      measured:
+        `${number(refused.writes, 2)} writing commands, ${number(refused.events, 2)} events per ` +
+        `refusal (${number(refused.calls)} refusals)`,
+      met: refused.writes === 0 && refused.events === 0,
+    },
+  ];
 }

@@ -1,0 +1,618 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+import { SignJWT } from "jose";
+import WebSocket, { type RawData } from "ws";
+import { Rollcall, type PresenceEvent, type RollcallOptions } from "../src/index.js";
+import { SUBPROTOCOL, type ClientFrame, type ServerFrame } from "../src/gateway/index.js";
+import { forEachInFlight, sleep } from "./drive.js";
+import { Inbox } from "./fanout.js";
+import type {
+  FromGateway,
+  GatewayProcessConfig,
+  GatewayStats,
+  ToGateway,
+} from "./gatewayProcess.js";
+import type { Lab } from "./lab.js";
+import { weigh } from "./memory.js";
+import { members, STEADY } from "./population.js";
+import type { Profile } from "./profile.js";
+import type { Progress } from "./progress.js";
+import {
+  commandStats,
+  commandsBetween,
+  histogram,
+  hostBusySeconds,
+  info,
+  percentiles,
+  redisCpuSeconds,
+  type Percentiles,
+} from "./stats.js";
+
+/**
+ * The gateway (issue 9 point 8), each gateway a process of its own (bench/gatewayProcess.ts) on
+ * the bench's Redis, driven over raw `ws` sockets from the bench process: the sockets one process
+ * holds and what each costs it, the fan-out from a frame on one instance to the event on a socket
+ * of another, and the explicit heartbeat frames one process sustains.
+ */
+
+const SECRET = "the bench's gateway secret, long enough for HS256";
+/** Every instance of the bench's gateway deployment: nobody expires, a leave is announced at once. */
+const ENGINE: RollcallOptions = { ...STEADY, prefix: "gw" };
+/** Frames are not what is measured here: a socket may send as fast as the gateway answers. */
+const LIMITS = { rateBurst: 1_000_000, ratePerSecond: 1_000_000 };
+/** No pings while measuring (the demo pings every 2 s, the default every 15 s). */
+const PING_MS = 3_600_000;
+const STATE = { status: "online" };
+const TIMEOUT_MS = 10_000;
+const PROCESS = fileURLToPath(new URL("./gatewayProcess.ts", import.meta.url));
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+export interface GatewayProfile {
+  /** Sockets one process holds, each joined to one room of `roomSize`. */
+  sockets: number;
+  roomSize: number;
+  /** Sockets opened, and joins sent, at once. */
+  opening: number;
+  fanout: { samples: number; rooms: number; warmup: number };
+  heartbeat: {
+    sockets: number;
+    roomsPerSocket: number;
+    /** Heartbeat frames each socket keeps outstanding (a frame is sent as each ack arrives). */
+    inFlight: number;
+    runMs: number;
+    repeats: number;
+  };
+}
+
+/** A gateway process's memory, bytes (process.memoryUsage() after a full collection). */
+export interface ProcessMemory {
+  rss: number;
+  heapUsed: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+export interface SocketsResult {
+  sockets: number;
+  roomSize: number;
+  rooms: number;
+  /** The process before the sockets (warmed up), with them open, with each in its room. */
+  base: ProcessMemory;
+  opened: ProcessMemory;
+  joined: ProcessMemory;
+  /** Per socket: an open socket, its join, both. */
+  perSocket: { open: ProcessMemory; join: ProcessMemory; total: ProcessMemory };
+  /** INFO used_memory Δ from no socket to every socket in its room (kept replies deleted). */
+  redisUsedMemory: number;
+  redisPerSocket: number;
+  /** MEMORY USAGE of every key then (the deployment's alone), and per socket. */
+  keysMemoryUsage: number;
+  keysPerSocket: number;
+  keys: number;
+  openSeconds: number;
+  joinSeconds: number;
+}
+
+export interface GatewayFanoutResult {
+  event: "join" | "typing" | "leave";
+  /** From the frame sent on instance A to the event frame's arrival on instance B, µs. */
+  us: Percentiles;
+}
+
+export interface GatewayHeartbeatRun {
+  seconds: number;
+  /** Heartbeat frames acknowledged (each carries a ref and gets its ack). */
+  frames: number;
+  framesPerSec: number;
+  /** Script calls Redis ran over the run (EVALSHA; one per room of the socket per frame). */
+  calls: number;
+  callsPerSec: number;
+  /** Shares of one core over the run. */
+  gatewayCpu: number;
+  redisCpu: number;
+  benchCpu: number;
+  /** Cores the host kept busy, every process counted. */
+  hostCpu: number;
+}
+
+export interface GatewayResults {
+  sockets: SocketsResult;
+  fanout: { rooms: number; roomSize: number; samples: number; results: GatewayFanoutResult[] };
+  heartbeats: {
+    sockets: number;
+    roomsPerSocket: number;
+    rooms: number;
+    inFlight: number;
+    runs: GatewayHeartbeatRun[];
+  };
+}
+
+export function gatewaySteps(p: Profile): number {
+  return 1 + 3 + 2 + 1 + p.gateway.heartbeat.repeats + 1;
+}
+
+export async function benchGateway(
+  lab: Lab,
+  profile: Profile,
+  progress: Progress,
+): Promise<GatewayResults> {
+  await lab.flush();
+  const [a, b] = await progress.step("gateway: two gateway processes", () =>
+    Promise.all([GatewayChild.start(lab.url), GatewayChild.start(lab.url)]),
+  );
+  try {
+    const sockets = await socketsHeld(lab, profile.gateway, progress, a);
+    const fanout = await gatewayFanout(lab, profile.gateway, progress, a, b);
+    const heartbeats = await heartbeatFrames(lab, profile.gateway, progress, a);
+    for (const child of [a, b]) await child.checkErrors();
+    return { sockets, fanout, heartbeats };
+  } finally {
+    await progress.step("gateway: stop", () => Promise.all([a.stop(), b.stop()]));
+    await lab.flush();
+  }
+}
+
+/** A gateway process, and its answers over IPC. */
+class GatewayChild {
+  private readonly waiting = new Map<number, (stats: GatewayStats) => void>();
+  private next = 0;
+
+  private constructor(
+    readonly child: ChildProcess,
+    readonly url: string,
+    readonly exited: Promise<number | null>,
+  ) {
+    child.on("message", (message: FromGateway) => {
+      if (message.type !== "stats") return;
+      this.waiting.get(message.id)?.(message.stats);
+      this.waiting.delete(message.id);
+    });
+  }
+
+  static start(redisUrl: string): Promise<GatewayChild> {
+    const config: GatewayProcessConfig = {
+      redisUrl,
+      engine: ENGINE,
+      secret: SECRET,
+      limits: LIMITS,
+      pingMs: PING_MS,
+    };
+    const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", PROCESS], {
+      cwd: ROOT,
+      env: { ...process.env, BENCH_GATEWAY: JSON.stringify(config) },
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        child.kill("SIGKILL");
+        reject(new Error("a gateway process did not start within 20 s"));
+      }, 20_000);
+      void exited.then((code) => {
+        clearTimeout(timer);
+        reject(new Error(`a gateway process exited (${code ?? "signal"}) before listening`));
+      });
+      child.on("message", (message: FromGateway) => {
+        if (message.type !== "listening") return;
+        clearTimeout(timer);
+        resolve(new GatewayChild(child, `ws://127.0.0.1:${message.port}/presence`, exited));
+      });
+    });
+  }
+
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  stats(gc = false): Promise<GatewayStats> {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error("a gateway process did not answer")), 30_000);
+      this.waiting.set(id, (stats) => {
+        clearTimeout(timer);
+        resolve(stats);
+      });
+      this.child.send({ type: "stats", id, gc } satisfies ToGateway);
+    });
+  }
+
+  /** A gateway that reported an error did not do what the bench measured: the run fails. */
+  async checkErrors(): Promise<void> {
+    const { errors, firstError } = await this.stats();
+    if (errors > 0) throw new Error(`a gateway process reported ${errors} errors: ${firstError}`);
+  }
+
+  /** Waits until the gateway has closed every socket it held (and left their rooms). */
+  async drained(): Promise<void> {
+    const deadline = performance.now() + TIMEOUT_MS;
+    while ((await this.stats()).connections > 0) {
+      if (performance.now() > deadline) throw new Error("the gateway kept sockets open");
+      await sleep(20);
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
+    if (this.child.connected) this.child.send({ type: "stop" } satisfies ToGateway);
+    const killer = setTimeout(() => this.child.kill("SIGKILL"), 8_000);
+    await this.exited;
+    clearTimeout(killer);
+  }
+}
+
+function token(user: string): Promise<string> {
+  return new SignJWT({ rooms: ["*"] })
+    .setProtectedHeader({ alg: "HS256" })
+    .setSubject(user)
+    .setExpirationTime("1h")
+    .sign(new TextEncoder().encode(SECRET));
+}
+
+type Request = Exclude<ClientFrame, { type: "heartbeat" }> | { type: "heartbeat"; ref?: string };
+
+/** A raw `ws` socket speaking the protocol: cheaper than the client, which keeps a replica. */
+class BenchSocket {
+  /** Every event frame the socket receives, with its arrival time. */
+  onEvent: ((event: PresenceEvent, at: number) => void) | undefined;
+  private readonly waiting = new Map<string, [(frame: ServerFrame) => void, (e: Error) => void]>();
+  private refs = 0;
+
+  private constructor(
+    readonly ws: WebSocket,
+    readonly user: string,
+  ) {}
+
+  /** Opens a socket as `user`; resolves on the gateway's welcome frame. */
+  static async open(url: string, user: string): Promise<BenchSocket> {
+    const ws = new WebSocket(`${url}?token=${await token(user)}`, SUBPROTOCOL, {
+      perMessageDeflate: false,
+    });
+    const socket = new BenchSocket(ws, user);
+    return new Promise((resolve, reject) => {
+      ws.on("error", (error) => {
+        reject(error);
+        socket.failAll(error);
+      });
+      ws.once("close", (code) => socket.failAll(new Error(`socket of ${user} closed (${code})`)));
+      ws.on("message", (data: RawData) => {
+        const at = performance.now();
+        const frame = JSON.parse((data as Buffer).toString("utf8")) as ServerFrame;
+        if (frame.type === "welcome") resolve(socket);
+        else socket.receive(frame, at);
+      });
+    });
+  }
+
+  /** Sends a frame with a fresh ref; resolves with its reply (ack or snapshot), rejects on error. */
+  request(frame: Request): Promise<ServerFrame> {
+    const ref = (this.refs++).toString(36);
+    return new Promise((resolve, reject) => {
+      this.waiting.set(ref, [resolve, reject]);
+      this.ws.send(JSON.stringify({ ...frame, ref }));
+    });
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+
+  private receive(frame: ServerFrame, at: number): void {
+    if (frame.type === "event") {
+      this.onEvent?.(frame.event, at);
+      return;
+    }
+    const ref = "ref" in frame ? frame.ref : undefined;
+    const waiter = ref === undefined ? undefined : this.waiting.get(ref);
+    if (!waiter) {
+      if (frame.type === "error") this.failAll(new Error(`${frame.code}: ${frame.message}`));
+      return;
+    }
+    this.waiting.delete(ref!);
+    if (frame.type === "error") waiter[1](new Error(`${frame.code}: ${frame.message}`));
+    else waiter[0](frame);
+  }
+
+  private failAll(error: Error): void {
+    for (const [, reject] of this.waiting.values()) reject(error);
+    this.waiting.clear();
+  }
+}
+
+/** Opens one socket per user, `inFlight` handshakes at a time. */
+async function openAll(url: string, users: readonly string[], inFlight: number) {
+  const sockets: BenchSocket[] = [];
+  await forEachInFlight(users, inFlight, async (user) => {
+    sockets.push(await BenchSocket.open(url, user));
+  });
+  return sockets;
+}
+
+function memoryOf(s: GatewayStats): ProcessMemory {
+  return { rss: s.rss, heapUsed: s.heapUsed, external: s.external, arrayBuffers: s.arrayBuffers };
+}
+
+function perSocket(from: ProcessMemory, to: ProcessMemory, sockets: number): ProcessMemory {
+  return {
+    rss: (to.rss - from.rss) / sockets,
+    heapUsed: (to.heapUsed - from.heapUsed) / sockets,
+    external: (to.external - from.external) / sockets,
+    arrayBuffers: (to.arrayBuffers - from.arrayBuffers) / sockets,
+  };
+}
+
+async function usedMemory(lab: Lab): Promise<number> {
+  return Number((await info(lab.admin, "memory")).get("used_memory"));
+}
+
+/**
+ * N sockets to one process, each joining one room of `roomSize` with a small state: the
+ * process's memory (after a full collection) before, with the sockets open and with them joined,
+ * and Redis's used_memory for them.
+ */
+async function socketsHeld(
+  lab: Lab,
+  config: GatewayProfile,
+  progress: Progress,
+  gateway: GatewayChild,
+): Promise<SocketsResult> {
+  const { sockets: count, roomSize, opening } = config;
+  const users = Array.from({ length: count }, (_, i) => `held-${i}`);
+  const roomOf = (i: number) => `held-${Math.floor(i / roomSize)}`;
+  let sockets: BenchSocket[] = [];
+  let opened: GatewayStats | undefined;
+  let base: GatewayStats | undefined;
+  let redisBefore = 0;
+  let openSeconds = 0;
+  await progress.step(`gateway: ${count} sockets open`, async () => {
+    // Warm-up: a few sockets come and go, so the baseline has every code path loaded.
+    const warm = await openAll(gateway.url, ["warm-0", "warm-1", "warm-2"], 3);
+    await Promise.all(warm.map((s) => s.request({ type: "join", room: "warm", state: STATE })));
+    for (const s of warm) s.close();
+    await gateway.drained();
+    await lab.dropReplies();
+    base = await gateway.stats(true);
+    redisBefore = await usedMemory(lab);
+    const started = performance.now();
+    sockets = await openAll(gateway.url, users, opening);
+    openSeconds = (performance.now() - started) / 1000;
+    opened = await gateway.stats(true);
+  });
+  const joinSeconds = await progress.step(`gateway: ${count} sockets join rooms`, async () => {
+    const started = performance.now();
+    const indexed = sockets.map((socket, i) => ({ socket, i }));
+    await forEachInFlight(indexed, opening, ({ socket, i }) =>
+      socket.request({ type: "join", room: roomOf(i), state: STATE }),
+    );
+    const seconds = (performance.now() - started) / 1000;
+    // The last joins' events are still on their way to the other sockets of their rooms.
+    await sleep(200);
+    return seconds;
+  });
+  const result = await progress.step("gateway: weigh, then close the sockets", async () => {
+    await lab.dropReplies();
+    const joined = await gateway.stats(true);
+    const redisAfter = await usedMemory(lab);
+    const { keys, memoryUsage } = await weigh(lab);
+    for (const s of sockets) s.close();
+    await gateway.drained();
+    if (joined.connections !== count) {
+      throw new Error(`the gateway held ${joined.connections} sockets, not ${count}`);
+    }
+    const [b, o, j] = [memoryOf(base!), memoryOf(opened!), memoryOf(joined)];
+    return {
+      sockets: count,
+      roomSize,
+      rooms: Math.ceil(count / roomSize),
+      base: b,
+      opened: o,
+      joined: j,
+      perSocket: {
+        open: perSocket(b, o, count),
+        join: perSocket(o, j, count),
+        total: perSocket(b, j, count),
+      },
+      redisUsedMemory: redisAfter - redisBefore,
+      redisPerSocket: (redisAfter - redisBefore) / count,
+      keysMemoryUsage: memoryUsage,
+      keysPerSocket: memoryUsage / count,
+      keys,
+      openSeconds,
+      joinSeconds,
+    };
+  });
+  await lab.flush();
+  return result;
+}
+
+/**
+ * Rooms of 9 before the newcomer, as the engine's fan-out: 7 members present through the engine,
+ * a resident socket on instance A (so A already serves the room: a room's first socket on an
+ * instance also waits for its SSUBSCRIBE) and a watcher socket on instance B. Newcomers' sockets
+ * on A send join, typing and leave frames, one at a time; the time runs from the frame's send to
+ * the matching event frame's arrival on the watcher's socket.
+ */
+async function gatewayFanout(
+  lab: Lab,
+  config: GatewayProfile,
+  progress: Progress,
+  a: GatewayChild,
+  b: GatewayChild,
+): Promise<GatewayResults["fanout"]> {
+  const { samples, rooms: roomCount, warmup } = config.fanout;
+  const rooms = Array.from({ length: roomCount }, (_, i) => `gwfan-${i}`);
+  const inbox = new Inbox();
+  const [watchers, senders] = await progress.step(
+    "gateway fan-out: rooms and sockets",
+    async () => {
+      const client = lab.connect({ enableAutoPipelining: true });
+      const engine = new Rollcall(client, ENGINE);
+      await forEachInFlight(members(roomCount, 7, "gwfan"), 64, (m) =>
+        engine.heartbeat(m.room, m.user, m.connection),
+      );
+      lab.release(client);
+      const watchers = await openAll(
+        b.url,
+        rooms.map((_, i) => `watcher-${i}`),
+        16,
+      );
+      await Promise.all(
+        watchers.map((w, i) => {
+          w.onEvent = (event, at) => inbox.deliver(`${event.type} ${event.room} ${event.user}`, at);
+          return w.request({ type: "join", room: rooms[i]! });
+        }),
+      );
+      const residents = await openAll(
+        a.url,
+        rooms.map((_, i) => `resident-${i}`),
+        16,
+      );
+      await Promise.all(residents.map((r, i) => r.request({ type: "join", room: rooms[i]! })));
+      const pool = Math.min(10, samples);
+      const senders = await openAll(
+        a.url,
+        Array.from({ length: pool }, (_, i) => `newcomer-${i}`),
+        pool,
+      );
+      return [[...watchers, ...residents], senders] as const;
+    },
+  );
+
+  const recorded = new Map<string, ReturnType<typeof histogram>>();
+  const time = async (
+    record: boolean,
+    key: string,
+    series: string,
+    frame: () => Promise<unknown>,
+  ) => {
+    const started = performance.now();
+    const [arrival] = await Promise.all([inbox.expect(key), frame()]);
+    if (!record) return;
+    const h = recorded.get(series) ?? histogram();
+    recorded.set(series, h);
+    h.recordValue(Math.max(1, Math.round((arrival - started) * 1000)));
+  };
+  await progress.step("gateway fan-out: join, typing, leave", async () => {
+    for (let i = 0; i < warmup + samples; i++) {
+      const record = i >= warmup;
+      const room = rooms[i % rooms.length]!;
+      const sender = senders[i % senders.length]!;
+      const at = `${room} ${sender.user}`;
+      await time(record, `join ${at}`, "join", () => sender.request({ type: "join", room }));
+      await time(record, `typing-start ${at}`, "typing", () =>
+        sender.request({ type: "typing", room }),
+      );
+      await time(record, `leave ${at}`, "leave", () => sender.request({ type: "leave", room }));
+    }
+  });
+  for (const s of [...watchers, ...senders]) s.close();
+  await Promise.all([a.drained(), b.drained()]);
+  await lab.flush();
+  return {
+    rooms: roomCount,
+    roomSize: 9,
+    samples,
+    results: (["join", "typing", "leave"] as const).map((event) => ({
+      event,
+      us: percentiles(recorded.get(event)!),
+    })),
+  };
+}
+
+/**
+ * Sockets in several rooms each send explicit heartbeat frames, each with a ref, keeping
+ * `inFlight` outstanding per socket: frames acknowledged per second, and who was busy.
+ */
+async function heartbeatFrames(
+  lab: Lab,
+  config: GatewayProfile,
+  progress: Progress,
+  gateway: GatewayChild,
+): Promise<GatewayResults["heartbeats"]> {
+  const { sockets: count, roomsPerSocket, inFlight, runMs, repeats } = config.heartbeat;
+  const roomSize = 10;
+  // Pair (socket i, its j-th room) is number j × count + i; rooms take 10 consecutive pairs, so
+  // every room holds 10 sockets and a socket's rooms are all different (count ≥ 10).
+  const roomOf = (i: number, j: number) => `gwhb-${Math.floor((j * count + i) / roomSize)}`;
+  const sockets = await progress.step("gateway: heartbeat sockets join their rooms", async () => {
+    const sockets = await openAll(
+      gateway.url,
+      Array.from({ length: count }, (_, i) => `beater-${i}`),
+      config.opening,
+    );
+    const pairs = sockets.flatMap((socket, i) =>
+      Array.from({ length: roomsPerSocket }, (_, j) => ({ socket, room: roomOf(i, j) })),
+    );
+    await forEachInFlight(pairs, config.opening, ({ socket, room }) =>
+      socket.request({ type: "join", room }),
+    );
+    await lab.dropReplies();
+    return sockets;
+  });
+
+  let frames = 0;
+  let running = true;
+  let failure: Error | undefined;
+  const loops = sockets.flatMap((socket) =>
+    Array.from({ length: inFlight }, async () => {
+      try {
+        while (running) {
+          await socket.request({ type: "heartbeat" });
+          frames += 1;
+        }
+      } catch (error) {
+        failure ??= error instanceof Error ? error : new Error(String(error));
+        running = false;
+      }
+    }),
+  );
+  const snapshot = async () => ({
+    at: performance.now(),
+    frames,
+    gateway: (await gateway.stats()).cpuUs,
+    redis: await redisCpuSeconds(lab.admin),
+    bench: process.cpuUsage(),
+    host: hostBusySeconds(),
+    commands: await commandStats(lab.admin),
+  });
+  const runs: GatewayHeartbeatRun[] = [];
+  try {
+    // Warm-up: queues filled, every path taken.
+    await sleep(Math.min(1_000, runMs / 2));
+    for (let repeat = 0; repeat < repeats; repeat++) {
+      await progress.step(`gateway: heartbeat frames ${repeat + 1}/${repeats}`, async () => {
+        const before = await snapshot();
+        await sleep(runMs);
+        const after = await snapshot();
+        if (failure) throw failure;
+        const seconds = (after.at - before.at) / 1000;
+        const bench = process.cpuUsage(before.bench);
+        const calls = commandsBetween(before.commands, after.commands).get("evalsha")?.calls ?? 0;
+        runs.push({
+          seconds,
+          frames: after.frames - before.frames,
+          framesPerSec: (after.frames - before.frames) / seconds,
+          calls,
+          callsPerSec: calls / seconds,
+          gatewayCpu: (after.gateway - before.gateway) / 1e6 / seconds,
+          redisCpu: (after.redis - before.redis) / seconds,
+          benchCpu: (bench.user + bench.system) / 1e6 / seconds,
+          hostCpu: (after.host - before.host) / seconds,
+        });
+      });
+    }
+  } finally {
+    running = false;
+    await Promise.all(loops);
+  }
+  if (failure) throw failure;
+  for (const s of sockets) s.close();
+  await gateway.drained();
+  await lab.flush();
+  return {
+    sockets: count,
+    roomsPerSocket,
+    rooms: Math.ceil((count * roomsPerSocket) / roomSize),
+    inFlight,
+    runs,
+  };
+}
