@@ -106,7 +106,10 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const port = Number(args.find((a) => !a.startsWith("--")) ?? process.env.PORT ?? 8081);
   const windows = windowsFrom();
-  const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379");
+  // Auto-pipelining: a gateway makes many small calls at once (every socket's heartbeats).
+  const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379", {
+    enableAutoPipelining: true,
+  });
   // ioredis retries on its own: say so once per outage, not at every attempt.
   let down = false;
   redis.on("error", (error: Error) => {

@@ -9,8 +9,19 @@ export function bucketOf(room: string, buckets: number): number {
   return (hash >>> 0) % buckets;
 }
 
-/** How many rooms' keys a Layout keeps at hand before it starts over. */
-const KNOWN_ROOMS = 10_000;
+/** How many rooms' keys, or connections' ids, a Layout keeps at hand before it starts over. */
+const KEPT = 10_000;
+
+/** A value made once for a key seen recently: calls name the same rooms and connections again
+ * and again (a gateway heartbeats each socket's rooms every few seconds). */
+function kept<V>(cache: Map<string, V>, key: string, make: (key: string) => V): V {
+  let value = cache.get(key);
+  if (value === undefined) {
+    if (cache.size >= KEPT) cache.clear();
+    cache.set(key, (value = make(key)));
+  }
+  return value;
+}
 
 /** The keys and channel of one room; every one carries its bucket's hash tag. */
 export interface RoomKeys {
@@ -35,16 +46,16 @@ export class Layout {
     return `{${this.prefix}:${bucket}}`;
   }
 
-  /** Rooms recently named, with their keys: a heartbeat names the same rooms over and over. */
-  private readonly known = new Map<string, RoomKeys>();
+  private readonly rooms = new Map<string, RoomKeys>();
+  private readonly connections = new Map<string, string | Buffer>();
 
   room(room: string): RoomKeys {
-    let keys = this.known.get(room);
-    if (!keys) {
-      if (this.known.size >= KNOWN_ROOMS) this.known.clear();
-      this.known.set(room, (keys = this.roomKeys(room)));
-    }
-    return keys;
+    return kept(this.rooms, room, (r) => this.roomKeys(r));
+  }
+
+  /** A connection id as records store it (see connectionKey). */
+  connection(connection: string): string | Buffer {
+    return kept(this.connections, connection, connectionKey);
   }
 
   private roomKeys(room: string): RoomKeys {

@@ -4,7 +4,7 @@ import { checkId } from "../protocol/ids.js";
 import { integer, knownKeys } from "../protocol/options.js";
 import { encodeState, type MemberState } from "../protocol/state.js";
 import type { EventId, EventType } from "../protocol/events.js";
-import { connectionKey, Layout } from "./layout.js";
+import { Layout } from "./layout.js";
 import { Metrics } from "./metrics.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
 import { deployment } from "./scripts/deployment.js";
@@ -205,7 +205,7 @@ export class Rollcall {
   }
 
   private connection(connection: string): Arg {
-    return connectionKey(checkId("connection", connection));
+    return this.layout.connection(checkId("connection", connection));
   }
 
   private encode(state: MemberState): string {
