@@ -65,6 +65,8 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   /** Buckets whose group exists, and whose own pending entries were read since the start. */
   private readonly ready = new Set<number>();
   private readonly recovered = new Set<number>();
+  /** Buckets whose stream and group vanished since this consumer started (data lost). */
+  private readonly lost = new Set<number>();
   private readonly loop: Loop;
 
   constructor(
@@ -136,42 +138,47 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
 
   private async consumeBucket(bucket: number): Promise<number> {
     const key = this.rollcall.layout.log(bucket);
-    const redis = this.connection;
-    if (!this.ready.has(bucket)) {
-      try {
-        await redis.xgroup(
-          "CREATE",
+    if (!this.ready.has(bucket)) await this.createGroup(bucket, key);
+    try {
+      let handled = 0;
+      // After a restart, this consumer's own pending entries come first: delivered, not done.
+      if (!this.recovered.has(bucket)) {
+        handled += await this.handle(bucket, await this.read(key, "0"));
+        this.recovered.add(bucket);
+      }
+      handled += await this.handle(bucket, await this.read(key, ">"));
+      const claimed = (await this.call(() =>
+        this.connection.xautoclaim(
           key,
           this.group,
-          this.from === "start" ? "0" : "$",
-          "MKSTREAM",
-        );
-      } catch (error) {
-        if (!String(error).includes("BUSYGROUP")) throw new RedisCallError("log group", error);
-      }
-      this.ready.add(bucket);
+          this.consumer,
+          this.claimIdleMs,
+          "0-0",
+          "COUNT",
+          this.batch,
+        ),
+      )) as [string, StreamEntries, string[]];
+      for (const id of claimed[2] ?? []) this.tell("trimmed", { bucket, id });
+      return handled + (await this.handle(bucket, claimed[1]));
+    } catch (error) {
+      if (!String(error).includes("NOGROUP")) throw error;
+      // The stream and its group are gone (Redis lost its data): the next pass makes them again,
+      // from the stream's start, since all it will hold came after the loss.
+      this.ready.delete(bucket);
+      this.recovered.delete(bucket);
+      this.lost.add(bucket);
+      return 0;
     }
-    let handled = 0;
-    // After a restart, this consumer's own pending entries come first: they were delivered, not done.
-    if (!this.recovered.has(bucket)) {
-      handled += await this.handle(bucket, await this.read(key, "0"));
-      this.recovered.add(bucket);
+  }
+
+  private async createGroup(bucket: number, key: string): Promise<void> {
+    const from = this.from === "end" && !this.lost.has(bucket) ? "$" : "0";
+    try {
+      await this.connection.xgroup("CREATE", key, this.group, from, "MKSTREAM");
+    } catch (error) {
+      if (!String(error).includes("BUSYGROUP")) throw new RedisCallError("log group", error);
     }
-    handled += await this.handle(bucket, await this.read(key, ">"));
-    const claimed = (await this.call(() =>
-      redis.xautoclaim(
-        key,
-        this.group,
-        this.consumer,
-        this.claimIdleMs,
-        "0-0",
-        "COUNT",
-        this.batch,
-      ),
-    )) as [string, StreamEntries, string[]];
-    for (const id of claimed[2] ?? []) this.tell("trimmed", { bucket, id });
-    handled += await this.handle(bucket, claimed[1]);
-    return handled;
+    this.ready.add(bucket);
   }
 
   private async read(key: string, from: "0" | ">"): Promise<StreamEntries> {
