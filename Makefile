@@ -1,7 +1,7 @@
 # `make demo` and `make test` are the two set-up commands; both install dependencies when needed.
 BIN := node_modules/.bin
 
-.PHONY: demo test check unit bench bench-smoke build format
+.PHONY: demo test check unit bench bench-smoke chaos chaos-smoke build format
 
 node_modules/.installed: package.json package-lock.json
 	npm ci
@@ -11,8 +11,9 @@ node_modules/.installed: package.json package-lock.json
 demo: build
 	$(BIN)/tsx src/dev/demo.ts
 
-# What CI runs: types, lint, format, the tests against a real redis-server, and the bench smoke run.
-test: check unit bench-smoke
+# What CI runs: types, lint, format, the tests against a real redis-server, and the bench and
+# chaos smoke runs.
+test: check unit bench-smoke chaos-smoke
 
 check: node_modules/.installed
 	$(BIN)/tsc -p tsconfig.json
@@ -27,6 +28,15 @@ bench: node_modules/.installed
 
 bench-smoke: node_modules/.installed
 	$(BIN)/tsx bench/main.ts --smoke
+
+# Writer and sweeper processes under random faults (kills, CLIENT KILL and PAUSE, SCRIPT FLUSH,
+# SIGSTOP and restarts of Redis), then the invariant checker; a few minutes, table in
+# test/chaos/results.md. Replay a run with its seed: tsx test/chaos/main.ts --seed S ...
+chaos: node_modules/.installed
+	$(BIN)/tsx test/chaos/main.ts --profile full
+
+chaos-smoke: node_modules/.installed
+	$(BIN)/tsx test/chaos/main.ts --profile smoke
 
 build: node_modules/.installed
 	$(BIN)/tsc -p tsconfig.build.json

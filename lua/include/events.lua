@@ -1,9 +1,10 @@
 --[[
   Publishing. Every event takes the bucket's next sequence number and records it as the room's
   last (field ''), so a subscriber checks each event's prev against the last event it applied.
-  Numbers are unique within an epoch. The epoch belongs to the Redis process that started it: a
-  script running in another process (after a restart, a failover, a slot migration) finds a
-  counter that may lag numbers already published, and starts a new epoch before publishing.
+  Numbers are unique within an epoch. An epoch belongs to the Redis process that started it, as
+  master of one replication history (its run_id and master_replid): a script that finds the
+  counter owned by another (after a restart, a failover or a failback, a slot migration) may see
+  a counter that lags numbers already published, and starts a new epoch before publishing.
   When the log is on, the event is also appended to the bucket's stream, in the same script.
 ]]
 -- @include "room"
@@ -20,7 +21,9 @@ local function currentEpoch()
   if epoch then
     return epoch
   end
-  local node = string.match(rcall('INFO', 'server'), 'run_id:(%x+)')
+  -- A promotion gives a master a new replid, even one demoted and failed back without a restart.
+  local info = rcall('INFO', 'server', 'replication')
+  local node = string.match(info, 'run_id:(%x+)') .. ':' .. string.match(info, 'master_replid:(%x+)')
   local stored = rcall('HMGET', seqKey, 'epoch', 'node')
   if stored[1] and stored[2] == node then
     epoch = stored[1]

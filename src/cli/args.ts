@@ -15,7 +15,7 @@ Commands:
   sweep                 one sweeper pass: expires and announces everything overdue
   check [SETTINGS]      compares settings with the deployment's, storing nothing; SETTINGS are
                         --presence-window-ms N --typing-window-ms N --buckets N --key-ttl-ms N
-                        --log-length N, the library's defaults for those not given
+                        --leave-grace-ms N --log-length N, the library's defaults for those not given
 
 Options:
   --redis URL           a single Redis (default: $REDIS_URL, else redis://127.0.0.1:6379)
@@ -43,6 +43,7 @@ export const CHECKED = {
   "typing-window-ms": "typingWindowMs",
   buckets: "buckets",
   "key-ttl-ms": "keyTtlMs",
+  "leave-grace-ms": "leaveGraceMs",
   "log-length": "logLength",
 } as const;
 
@@ -65,6 +66,7 @@ const OPTIONS = {
   "typing-window-ms": { type: "string" },
   buckets: { type: "string" },
   "key-ttl-ms": { type: "string" },
+  "leave-grace-ms": { type: "string" },
   "log-length": { type: "string" },
 } as const;
 

@@ -98,7 +98,7 @@ async function scenario(events: PresenceEvent[], [east, west]: GatewayProcess[])
   await west!.exited;
   bob.close();
   annTab.close();
-  const bound = windows.presenceWindowMs + windows.sweepMs + 2_000;
+  const bound = windows.presenceWindowMs + windows.leaveGraceMs + windows.sweepMs + 2_000;
   await until("bob's leave", seen("leave", "bob"), bound);
   step(
     `bob swept by :${east!.port} after ${Date.now() - killedAt} ms (window ${windows.presenceWindowMs} ms); ann stays, on her first tab`,
@@ -173,7 +173,8 @@ async function main(): Promise<number> {
   console.log(
     `\n  open ${east!.url}?user=ann and ${west!.url}?user=bob\n` +
       `  (a page per gateway instance; ?room=NAME for another room; open a second tab as ann)\n` +
-      `  presence window ${windows.presenceWindowMs / 1000} s, typing ${windows.typingWindowMs / 1000} s. ` +
+      `  presence window ${windows.presenceWindowMs / 1000} s, typing ${windows.typingWindowMs / 1000} s, ` +
+      `leave grace ${windows.leaveGraceMs / 1000} s (reload a page: nobody leaves). ` +
       `Try kill -9 ${west!.child.pid} (the gateway on :${west!.port}):\n` +
       `  its users are announced by the other instance's Sweeper.\n` +
       `  metrics (OpenTelemetry, Prometheus format): ${east!.url}metrics and ${west!.url}metrics\n` +

@@ -14,6 +14,8 @@ export interface Windows {
   sweepMs: number;
   /** How often the gateway pings each socket (a silent one is dropped after two). */
   pingMs: number;
+  /** How long a user whose last tab closed stays before the leave: a reload shows nothing. */
+  leaveGraceMs: number;
 }
 
 export const DEMO_WINDOWS: Windows = {
@@ -22,6 +24,7 @@ export const DEMO_WINDOWS: Windows = {
   heartbeatMs: 2_000,
   sweepMs: 1_000,
   pingMs: 2_000,
+  leaveGraceMs: 2_000,
 };
 
 const ENV: Record<keyof Windows, string> = {
@@ -30,6 +33,7 @@ const ENV: Record<keyof Windows, string> = {
   heartbeatMs: "DEMO_HEARTBEAT_MS",
   sweepMs: "DEMO_SWEEP_MS",
   pingMs: "DEMO_PING_MS",
+  leaveGraceMs: "DEMO_GRACE_MS",
 };
 
 /** The demo windows, each overridable by its environment variable (DEMO_PRESENCE_MS, …). */
@@ -54,6 +58,7 @@ export function engineOptions(windows: Windows): RollcallOptions {
     presenceWindowMs: windows.presenceWindowMs,
     typingWindowMs: windows.typingWindowMs,
     keyTtlMs: Math.max(60_000, 3 * windows.presenceWindowMs),
+    leaveGraceMs: windows.leaveGraceMs,
   };
 }
 

@@ -23,7 +23,7 @@ export interface RollcallOptions {
   /**
    * How long a user whose last connection left, or expired, stays announced as present before
    * the `leave` is published: a connection back in time (a page reload) publishes nothing at all.
-   * Default 0.
+   * Default 5 000: a reload or a network switch, with a reconnect's first retries.
    */
   leaveGraceMs?: number;
   /** Events kept in each bucket's log (a Redis stream, trimmed to about this many); 0: no log. Default 0. */
@@ -44,7 +44,7 @@ export const DEFAULTS: Settings = {
   rosterLimit: 1_000,
   maxStateBytes: 1_024,
   replayWindowMs: 30_000,
-  leaveGraceMs: 0,
+  leaveGraceMs: 5_000,
   logLength: 0,
 };
 

@@ -5,7 +5,8 @@ import type { Client } from "../engine/script.js";
 import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
 import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../protocol/events.js";
 import { callback, knownKeys } from "../protocol/options.js";
-import { reportError } from "./background.js";
+import { backoff } from "../protocol/backoff.js";
+import { Pause, reportError } from "./background.js";
 import { RoomWatch } from "./watch.js";
 
 export type PresenceListener = (event: PresenceEvent) => void;
@@ -66,6 +67,8 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   private readonly channels = new Map<string, RoomChannel>();
   private readonly relay: NonNullable<SubscriberOptions["relay"]>;
   private lost = false;
+  private resubscribing = false;
+  private readonly pause = new Pause();
   private isClosed = false;
 
   constructor(
@@ -89,13 +92,21 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
     this.connection.on("error", (error: Error) => {
       this.report(new RedisCallError("subscriber connection", error));
     });
-    // A Cluster's sharded subscribers come and go per shard; the group re-subscribes and then
-    // says 'subscribersReady'. A standalone connection says 'close', and 'ready' once it is back.
-    const [lostSignal, backSignal] = this.connection.isCluster
-      ? ["-subscriber", "subscribersReady"]
-      : ["close", "ready"];
-    this.connection.on(lostSignal, () => this.onLost());
-    this.connection.on(backSignal, () => void this.onBack());
+    // A standalone connection says 'close', and 'ready' once it is back. A Cluster's sharded
+    // subscribers come and go per shard; after any change of topology the group re-subscribes and
+    // says 'subscribersReady' — also when a failover or a migration unsubscribed a shard's
+    // channels without any subscriber being lost (messages in between were), so that signal
+    // alone counts as a loss and a return.
+    if (this.connection.isCluster) {
+      this.connection.on("-subscriber", () => this.onLost());
+      this.connection.on("subscribersReady", () => {
+        this.onLost();
+        void this.onBack();
+      });
+    } else {
+      this.connection.on("close", () => this.onLost());
+      this.connection.on("ready", () => void this.onBack());
+    }
   }
 
   get closed(): boolean {
@@ -140,6 +151,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   close(): void {
     if (this.isClosed) return;
     this.isClosed = true;
+    this.pause.interrupt();
     this.notify("onLost");
     this.channels.clear();
     this.connection.disconnect();
@@ -202,19 +214,28 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   }
 
   private async onBack(): Promise<void> {
-    if (!this.lost || this.isClosed) return;
-    this.lost = false;
+    if (!this.lost || this.isClosed || this.resubscribing) return;
+    this.resubscribing = true;
     try {
       // Confirmed subscriptions, not merely a connection: only then is a snapshot safe to take.
-      await Promise.all([...this.channels.keys()].map((name) => this.connection.ssubscribe(name)));
-    } catch (error) {
-      if (this.isClosed) return;
-      this.report(new RedisCallError("resubscribe", error));
-      // Reconnect, so that the next 'ready' tries again and no room stays silently unsubscribed.
-      this.lost = true;
-      this.connection.disconnect(true);
-      return;
+      // A failure (a shard still failing over) is retried with backoff, on the same connection.
+      for (let failures = 1; !this.isClosed; failures += 1) {
+        try {
+          await Promise.all(
+            [...this.channels.keys()].map((name) => this.connection.ssubscribe(name)),
+          );
+          break;
+        } catch (error) {
+          if (this.isClosed) return;
+          this.report(new RedisCallError("resubscribe", error));
+          await this.pause.wait(backoff(failures, { firstMs: 100, maxMs: 5_000 }));
+        }
+      }
+    } finally {
+      this.resubscribing = false;
     }
+    if (this.isClosed) return;
+    this.lost = false;
     this.rollcall.metrics.add("rollcall.subscriber.connection", 1, { change: "back" });
     this.notify("onResubscribed");
   }
@@ -262,6 +283,13 @@ export function checkTypes(types: unknown): ReadonlySet<EventType> | null {
  */
 function subscriberConnection(client: Client): Client {
   // isCluster, never instanceof: a second copy of ioredis in the app would make that false.
-  if (client.isCluster) return (client as Cluster).duplicate([], { shardedSubscribers: true });
+  // A periodic refresh of the slots: ioredis 6 has none by default, and a subscriber whose
+  // channels a failover moved must learn it even if the refresh that followed saw the old map.
+  if (client.isCluster) {
+    return (client as Cluster).duplicate([], {
+      shardedSubscribers: true,
+      slotsRefreshInterval: 1_000,
+    });
+  }
   return (client as Redis).duplicate({ autoResubscribe: false });
 }

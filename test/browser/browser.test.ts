@@ -24,6 +24,8 @@ const WINDOWS: Windows = {
   heartbeatMs: 1_000,
   sweepMs: 250,
   pingMs: 1_000,
+  // No grace: a leave is checked against the window and the sweep interval alone.
+  leaveGraceMs: 0,
 };
 const CHROMIUM = "/usr/bin/chromium";
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));

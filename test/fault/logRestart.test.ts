@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { LogConsumer, Rollcall, type PresenceEvent } from "../../src/index.js";
-import { eventually, ownRedis, sleep } from "../support/redis.js";
+import { IMMEDIATE, eventually, ownRedis, sleep } from "../support/redis.js";
 
 /**
  * A restart without persistence empties Redis: the buckets' streams, and the consumer groups in
@@ -14,7 +14,7 @@ describe("the log consumer after a restart that lost the data", () => {
     const own = await ownRedis();
     const redis = new Redis(own.url, { maxRetriesPerRequest: 1, retryStrategy: () => 50 });
     redis.on("error", () => undefined);
-    const rc = new Rollcall(redis, { logLength: 1_000, buckets: 2 });
+    const rc = new Rollcall(redis, { ...IMMEDIATE, logLength: 1_000, buckets: 2 });
     const seen: PresenceEvent[] = [];
     const errors: string[] = [];
     const consumer = new LogConsumer(rc, (e) => void seen.push(e), { group: "audit", pollMs: 20 });

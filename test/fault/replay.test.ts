@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { Redis } from "ioredis";
 import { Rollcall, type PresenceEvent } from "../../src/index.js";
 import { isEvalOf, startProxy, type Proxy } from "../support/proxy.js";
-import { eventually, listen, redisUrl, sleep } from "../support/redis.js";
+import { IMMEDIATE, eventually, listen, redisUrl, sleep } from "../support/redis.js";
 
 /**
  * A reply lost with its connection: the script ran, the proxy swallows the reply and closes the
@@ -19,7 +19,7 @@ describe("replies that survive a resend", () => {
     const { hostname, port } = new URL(redisUrl());
     proxy = await startProxy({ host: hostname, port: Number(port) });
     redis = new Redis(proxy.url); // ioredis's defaults: unfulfilled commands are resent
-    rc = new Rollcall(redis);
+    rc = new Rollcall(redis, IMMEDIATE);
     events = await listen([rc.channel("room")]);
   });
 

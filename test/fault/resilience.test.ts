@@ -1,14 +1,22 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { RedisCallError, Rollcall } from "../../src/index.js";
-import { client, eventually, listen, ownRedis, sleep, watchUnhandled } from "../support/redis.js";
+import {
+  IMMEDIATE,
+  client,
+  eventually,
+  listen,
+  ownRedis,
+  sleep,
+  watchUnhandled,
+} from "../support/redis.js";
 
 describe("resilience", () => {
   describe("the safety-net expiry", () => {
     const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 
     it("sets it on every key a join creates", async () => {
-      const rc = new Rollcall(client(), SHORT);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...SHORT });
       await rc.heartbeat("room", "ann", "c");
       const [room, , due] = rc.layout.room("room").keys;
       for (const key of [room, due]) {
@@ -18,7 +26,7 @@ describe("resilience", () => {
 
     it("keeps keys alive while heartbeats go on, with a few PEXPIREs per TTL", async () => {
       const redis = client();
-      const rc = new Rollcall(redis, SHORT);
+      const rc = new Rollcall(redis, { ...IMMEDIATE, ...SHORT });
       for (let elapsed = 0; elapsed < 4_000; elapsed += 100) {
         await rc.heartbeat("room", "ann", "c");
         await sleep(100);
@@ -30,7 +38,7 @@ describe("resilience", () => {
     });
 
     it("restarts a room's chain when its members vanished with it unannounced", async () => {
-      const rc = new Rollcall(client(), SHORT);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...SHORT });
       const events = await listen([rc.channel("room")]);
       await rc.heartbeat("room", "ann", "c");
       await sleep(3_200); // no sweeper, no write: the keys expire
@@ -43,7 +51,7 @@ describe("resilience", () => {
 
   it("carries on after SCRIPT FLUSH", async () => {
     const redis = client();
-    const rc = new Rollcall(redis);
+    const rc = new Rollcall(redis, IMMEDIATE);
     expect((await rc.heartbeat("room", "ann", "c")).joined).to.equal(true);
     await redis.script("FLUSH");
     expect((await rc.heartbeat("room", "ann", "c")).joined).to.equal(false);
@@ -57,7 +65,7 @@ describe("resilience", () => {
     redis.on("error", (e: Error) => connectionErrors.push(e));
     const unhandled = watchUnhandled();
     try {
-      const rc = new Rollcall(redis);
+      const rc = new Rollcall(redis, IMMEDIATE);
       expect((await rc.heartbeat("room", "ann", "c")).joined).to.equal(true);
 
       await own.server.stop();

@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Rollcall, type Roster } from "../../src/index.js";
 import { useCluster } from "../support/cluster.js";
-import { client, eventually, listen, redisUrl, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, listen, redisUrl, sleep } from "../support/redis.js";
 
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -112,7 +112,7 @@ describe("the rollcall CLI", function () {
 
   describe("roster", () => {
     it("prints the room's members as a table, with count, epoch and seq", async () => {
-      const rc = new Rollcall(client(), OPTIONS);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       await populate(rc);
       const { epoch, seq } = await rc.roster("doc-42");
 
@@ -130,7 +130,7 @@ describe("the rollcall CLI", function () {
     });
 
     it("prints roster() as JSON with --json", async () => {
-      const rc = new Rollcall(client(), OPTIONS);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       await populate(rc);
       expect(await json<Roster>(["roster", "doc-42", "--json"])).to.deep.equal(
         await rc.roster("doc-42"),
@@ -153,7 +153,7 @@ describe("the rollcall CLI", function () {
     });
 
     it("reads the deployment under --prefix", async () => {
-      const rc = new Rollcall(client(), { ...OPTIONS, prefix: "app.presence" });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS, prefix: "app.presence" });
       await rc.heartbeat("doc-42", "ann", "c1");
       const { code, stdout } = await cli(["--prefix", "app.presence", "roster", "doc-42"]);
       expect(code).to.equal(0);
@@ -163,7 +163,7 @@ describe("the rollcall CLI", function () {
 
   describe("stats", () => {
     it("counts rooms, users, connections and typists; overdue rooms are a backlog with a lag", async () => {
-      const rc = new Rollcall(client(), OPTIONS);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       await populate(rc);
       const counters = await Promise.all(
         Array.from({ length: rc.layout.buckets }, (_, b) =>
@@ -206,7 +206,7 @@ describe("the rollcall CLI", function () {
 
   describe("sweep", () => {
     it("runs one pass and announces the expired leave", async () => {
-      const rc = new Rollcall(client(), OPTIONS);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       await rc.heartbeat("doc-42", "ann", "c1");
       const events = await listen([rc.channel("doc-42")]);
       await sleep(OPTIONS.presenceWindowMs + 100);
@@ -227,7 +227,7 @@ describe("the rollcall CLI", function () {
 
   describe("check", () => {
     it("exits 0 when the given settings agree with the stored ones", async () => {
-      await new Rollcall(client(), OPTIONS).ready();
+      await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }).ready();
       const { code, stdout } = await cli([
         "check",
         "--presence-window-ms",
@@ -236,13 +236,15 @@ describe("the rollcall CLI", function () {
         "300",
         "--key-ttl-ms",
         "3000",
+        "--leave-grace-ms",
+        "0",
       ]);
       expect(code).to.equal(0);
       expect(stdout).to.equal("the settings agree with rollcall:deployment\n");
     });
 
     it("exits 1 and prints each difference when they differ (defaults for what is not given)", async () => {
-      await new Rollcall(client(), OPTIONS).ready();
+      await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }).ready();
       const given = ["--presence-window-ms", "2000", "--typing-window-ms", "300", "--buckets", "8"];
       const { code, stdout } = await cli(["check", ...given]);
       expect(code).to.equal(1);
@@ -251,6 +253,7 @@ describe("the rollcall CLI", function () {
         "  buckets is 16 there, 8 here",
         "  presenceWindowMs is 1000 there, 2000 here",
         "  keyTtlMs is 3000 there, 86400000 here",
+        "  leaveGraceMs is 0 there, 5000 here",
       ]);
     });
 
@@ -272,7 +275,7 @@ describe("the rollcall CLI", function () {
 
   describe("watch", () => {
     it("tails the room's events with the roster after each, and ends cleanly on SIGINT", async () => {
-      const rc = new Rollcall(client(), OPTIONS);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       await rc.heartbeat("doc-42", "ann", "ann-1", { state: { status: "online" } });
       const child = start(["watch", "doc-42"]);
       let stdout = "";
@@ -311,7 +314,7 @@ describe("the rollcall CLI", function () {
     });
 
     it("shows a resync and its reason when the replica catches up", async () => {
-      const rc = new Rollcall(client(), OPTIONS);
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       await rc.heartbeat("doc-42", "ann", "ann-1");
       const child = start(["watch", "doc-42"]);
       let stdout = "";
@@ -384,6 +387,7 @@ describe("the rollcall CLI on a Redis Cluster", () => {
     const redis = connect();
     // Only the typing mark expires during the test: a backlog of exactly one room.
     const rc = new Rollcall(redis, {
+      ...IMMEDIATE,
       presenceWindowMs: 30_000,
       typingWindowMs: 300,
       keyTtlMs: 90_000,

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
 import { Rollcall, Sweeper } from "../../src/index.js";
 import { useCluster } from "../support/cluster.js";
-import { eventually, sleep } from "../support/redis.js";
+import { IMMEDIATE, eventually, sleep } from "../support/redis.js";
 
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 
@@ -11,7 +11,7 @@ describe("on Redis Cluster", () => {
 
   it("runs every operation unchanged across shards, events over sharded pub/sub", async () => {
     const redis = connect();
-    const rc = new Rollcall(redis, OPTIONS);
+    const rc = new Rollcall(redis, { ...IMMEDIATE, ...OPTIONS });
     const rooms = Array.from({ length: 32 }, (_, i) => `room${i}`);
     const shards = new Set<string>();
     for (const room of rooms) {

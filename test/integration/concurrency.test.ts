@@ -2,11 +2,11 @@ import { expect } from "chai";
 import type { Redis } from "ioredis";
 import { NaiveTracker } from "../../bench/naive.js";
 import { Rollcall } from "../../src/index.js";
-import { client, eventually, listen, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
 
 /** Separate connections standing for separate server instances, all connected. */
 async function instances(n: number, options = {}): Promise<Rollcall[]> {
-  const all = Array.from({ length: n }, () => new Rollcall(client(), options));
+  const all = Array.from({ length: n }, () => new Rollcall(client(), { ...IMMEDIATE, ...options }));
   await Promise.all(all.map((rc) => (rc.redis as Redis).ping()));
   return all;
 }

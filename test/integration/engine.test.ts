@@ -3,7 +3,7 @@ import { expect } from "chai";
 import { Rollcall, SettingsMismatchError } from "../../src/index.js";
 import { Scripts } from "../../src/engine/script.js";
 import { heartbeat } from "../../src/engine/scripts/heartbeat.js";
-import { client, eventually, listen, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
 
 const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 const users = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `u${i + from}`);
@@ -19,7 +19,7 @@ async function commandCalls(rc: Rollcall): Promise<Map<string, number>> {
 
 describe("engine layout", () => {
   it("keeps each room in its own keys, a record per user, and no index below 129 members", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     await rc.heartbeat("room", "ann", "c1", { state: { status: "online" } });
     await rc.heartbeat("room", "ann", "c2");
     const [room, index, due] = rc.layout.room("room").keys;
@@ -32,7 +32,7 @@ describe("engine layout", () => {
   });
 
   it("stores long connection ids as digests: two UUID tabs and a state stay compact", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const [a, b] = [randomUUID(), randomUUID()];
     for (const user of users(128)) {
       await rc.heartbeat("room", user, a, { state: { status: "online" } });
@@ -48,7 +48,7 @@ describe("engine layout", () => {
   });
 
   it("builds a room's index past 128 members and drops it at 64", async () => {
-    const rc = new Rollcall(client(), { eventRosterLimit: 5 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, eventRosterLimit: 5 });
     const events = await listen([rc.channel("big")]);
     const [, index] = rc.layout.room("big").keys;
     for (const user of users(128)) await rc.heartbeat("big", user, "c");
@@ -68,7 +68,7 @@ describe("engine layout", () => {
   });
 
   it("sweeps a big room in batches: each silent member once, the live ones untouched", async () => {
-    const rc = new Rollcall(client(), { ...SHORT, eventRosterLimit: 0 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...SHORT, eventRosterLimit: 0 });
     const events = await listen([rc.channel("big")]);
     const silent = users(200);
     const live = users(50, 200);
@@ -87,7 +87,7 @@ describe("engine layout", () => {
   });
 
   it("settles a steady heartbeat with the room's hash alone: no index, no due entry, no event", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     await rc.heartbeat("room", "ann", "c");
     await rc.redis.config("RESETSTAT");
     expect(await rc.heartbeat("room", "ann", "c")).to.deep.equal({
@@ -108,7 +108,7 @@ describe("engine layout", () => {
   });
 
   it("numbers events within an epoch that roster() and every event carry", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const events = await listen([rc.channel("room")]);
     await rc.heartbeat("room", "ann", "c");
     const { event } = await rc.startTyping("room", "ann");
@@ -120,7 +120,7 @@ describe("engine layout", () => {
   });
 
   it("starts a new epoch when the counter's owner is another Redis process", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     await rc.heartbeat("room", "ann", "c");
     const before = await rc.roster("room");
     // What a failover or a restart leaves behind: the counter, written by another process.
@@ -133,9 +133,9 @@ describe("engine layout", () => {
 
 describe("deployment settings", () => {
   it("refuses an instance whose settings differ from the deployment's, with a typed error", async () => {
-    const first = new Rollcall(client(), { presenceWindowMs: 30_000 });
+    const first = new Rollcall(client(), { ...IMMEDIATE, presenceWindowMs: 30_000 });
     await first.heartbeat("room", "ann", "c");
-    const other = new Rollcall(client(), { presenceWindowMs: 45_000, buckets: 8 });
+    const other = new Rollcall(client(), { ...IMMEDIATE, presenceWindowMs: 45_000, buckets: 8 });
     const error = await other.heartbeat("room", "bob", "c").catch((e: unknown) => e);
     expect(error)
       .to.be.instanceOf(SettingsMismatchError)
@@ -147,12 +147,16 @@ describe("deployment settings", () => {
     await other.ready().catch((e: unknown) => expect(e).to.equal(error));
     expect((await first.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
     // Settings that only shape what one instance reads or sends may differ.
-    await new Rollcall(client(), { presenceWindowMs: 30_000, rosterLimit: 5 }).ready();
+    await new Rollcall(client(), {
+      ...IMMEDIATE,
+      presenceWindowMs: 30_000,
+      rosterLimit: 5,
+    }).ready();
   });
 
   it("names its scripts after their source, so two releases on one client never mix", () => {
     const redis = client();
-    new Rollcall(redis);
+    new Rollcall(redis, IMMEDIATE);
     const names = Object.keys(redis).filter((k) => /^rollcall_heartbeat_[0-9a-f]{12}$/.test(k));
     expect(names).to.have.length(1);
   });
@@ -173,7 +177,7 @@ describe("replies of resent calls", () => {
   }
 
   it("gives a resent call the first run's reply, and runs nothing twice", async () => {
-    const rc = new Rollcall(client(), { replayWindowMs: 1_000 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, replayWindowMs: 1_000 });
     const scripts = new Scripts(rc.redis);
     const events = await listen([rc.channel("room")]);
     const first = await run(scripts, rc, "call-1", "ann");

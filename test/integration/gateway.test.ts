@@ -2,7 +2,7 @@ import { expect } from "chai";
 import type { RosterChange } from "../../src/client/index.js";
 import { closeGateways, connect, SHORT, startGateway } from "../support/gateway.js";
 import { Rollcall, Subscriber } from "../../src/index.js";
-import { client, eventually, listen, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
 
 describe("gateway and client", () => {
   afterEach(closeGateways);
@@ -95,7 +95,7 @@ describe("gateway and client", () => {
 
   it("with the log on, catches a room's sockets up from it instead of new snapshots", async () => {
     const engine = { ...SHORT, logLength: 1_000 };
-    const rollcall = new Rollcall(client(), engine);
+    const rollcall = new Rollcall(client(), { ...IMMEDIATE, ...engine });
     // This gateway's subscriber misses bob's events, as one whose connection dropped would.
     const subscriber = new Subscriber(rollcall, {
       relay: (_channel, message, deliver) => !message.includes('"bob"') && deliver(message),

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { LogConsumer, Rollcall, type PresenceEvent } from "../../src/index.js";
-import { client, eventually, listen, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
 
 const LOGGED = { logLength: 1_000, presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 
@@ -16,7 +16,7 @@ async function traffic(rc: Rollcall, rooms: string[]): Promise<void> {
 
 describe("the event log", () => {
   it("holds exactly the events published, in order, with their log ids", async () => {
-    const rc = new Rollcall(client(), LOGGED);
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...LOGGED });
     const rooms = ["a", "b", "c"];
     const published = await listen(rooms.map((r) => rc.channel(r)));
     await traffic(rc, rooms);
@@ -37,7 +37,7 @@ describe("the event log", () => {
   });
 
   it("shares a group's events among its consumers, each event handled once", async () => {
-    const rc = new Rollcall(client(), { ...LOGGED, buckets: 4 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...LOGGED, buckets: 4 });
     const seen = new Map<string, string[]>();
     const consumers = ["one", "two", "three"].map(
       (name) =>
@@ -67,7 +67,7 @@ describe("the event log", () => {
   });
 
   it("resumes a restarted consumer's pending events, and claims a dead one's", async () => {
-    const rc = new Rollcall(client(), { ...LOGGED, buckets: 1 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...LOGGED, buckets: 1 });
     await traffic(rc, ["a"]);
     // "crash" reads every event and dies before acknowledging any.
     const crash = new LogConsumer(rc, () => new Promise<void>(() => undefined), {
@@ -107,7 +107,7 @@ describe("the event log", () => {
   });
 
   it("retries a failing handler and gives an event up after maxAttempts, saying so", async () => {
-    const rc = new Rollcall(client(), { ...LOGGED, buckets: 1 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...LOGGED, buckets: 1 });
     await rc.heartbeat("a", "ann", "c");
     let calls = 0;
     const errors: string[] = [];
@@ -131,10 +131,12 @@ describe("the event log", () => {
   });
 
   it("refuses to start without a log, and bad options, with typed errors", () => {
-    expect(() => new LogConsumer(new Rollcall(client()), () => undefined, { group: "g" }))
+    expect(
+      () => new LogConsumer(new Rollcall(client(), IMMEDIATE), () => undefined, { group: "g" }),
+    )
       .to.throw()
       .with.property("code", "INVALID_OPTION");
-    const rc = new Rollcall(client(), LOGGED);
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...LOGGED });
     for (const options of [
       { group: "a b" },
       { group: "g", from: "middle" },

@@ -8,7 +8,7 @@ import {
 import WebSocket from "ws";
 import { Rollcall, Sweeper } from "../../src/index.js";
 import { closeGateways, connect, startGateway } from "../support/gateway.js";
-import { client, eventually, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, sleep } from "../support/redis.js";
 
 /** A reader the test collects from when it wants. */
 class TestReader extends MetricReader {
@@ -47,7 +47,7 @@ describe("metrics", () => {
     const reader = new TestReader();
     const meter = new MeterProvider({ readers: [reader] }).getMeter("rollcall");
     const options = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000, meter };
-    const rc = new Rollcall(client(), options);
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...options });
     await rc.heartbeat("room", "ann", "c");
     await rc.heartbeat("room", "ann", "c");
     await rc.startTyping("room", "ann");
@@ -81,7 +81,7 @@ describe("metrics", () => {
   });
 
   it("record nothing, and create nothing, without a Meter", () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     rc.metrics.add("rollcall.calls", 1);
     rc.metrics.record("rollcall.call.duration", 1);
     expect(rc.metrics).to.deep.include({ meter: undefined });

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import type { PresenceEvent } from "../../src/protocol/events.js";
 import { Rollcall } from "../../src/index.js";
-import { client, eventually, listen, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
 
 // Short windows so that expiry can be observed in a test.
 const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
@@ -10,7 +10,7 @@ const summary = (events: PresenceEvent[]) =>
   events.map((e) => ("reason" in e ? `${e.type}:${e.user}:${e.reason}` : `${e.type}:${e.user}`));
 
 async function setup(options = {}) {
-  const rc = new Rollcall(client(), options);
+  const rc = new Rollcall(client(), { ...IMMEDIATE, ...options });
   const events = await listen([rc.channel("room")]);
   return { rc, events };
 }
@@ -260,7 +260,7 @@ describe("Rollcall", () => {
     });
 
     it("lists at most rosterLimit members and counts them all", async () => {
-      const rc = new Rollcall(client(), { rosterLimit: 3 });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, rosterLimit: 3 });
       for (const user of ["a", "b", "c", "d", "e"]) await rc.heartbeat("room", user, "c");
       const roster = await rc.roster("room");
       expect(roster.count).to.equal(5);
@@ -275,7 +275,7 @@ describe("Rollcall", () => {
     });
 
     it("keeps rooms apart, even when they share a bucket", async () => {
-      const rc = new Rollcall(client(), { buckets: 1 });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, buckets: 1 });
       await rc.heartbeat("r", "ann", "c");
       await rc.heartbeat("r2", "bob", "c");
       await rc.heartbeat("r ", "cy", "c");

@@ -10,7 +10,7 @@ import {
   type SubscriberOptions,
 } from "../../src/index.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { client, eventually, sleep, watchUnhandled } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, sleep, watchUnhandled } from "../support/redis.js";
 
 const opened = new Set<Subscriber>();
 
@@ -52,8 +52,8 @@ describe("subscriber", () => {
   });
 
   it("delivers a join made through another instance", async () => {
-    const here = new Rollcall(client());
-    const there = new Rollcall(client());
+    const here = new Rollcall(client(), IMMEDIATE);
+    const there = new Rollcall(client(), IMMEDIATE);
     const { subscriber, errors } = subscriberOf(here);
     const events: PresenceEvent[] = [];
     await subscriber.subscribe("room", (e) => events.push(e));
@@ -65,8 +65,8 @@ describe("subscriber", () => {
   });
 
   it("filters each subscription by event type", async () => {
-    const rc = new Rollcall(client());
-    const { subscriber } = subscriberOf(new Rollcall(client()));
+    const rc = new Rollcall(client(), IMMEDIATE);
+    const { subscriber } = subscriberOf(new Rollcall(client(), IMMEDIATE));
     const all: PresenceEvent[] = [];
     const presence: PresenceEvent[] = [];
     await subscriber.subscribe("room", (e) => all.push(e));
@@ -89,7 +89,7 @@ describe("subscriber", () => {
   });
 
   it("rejects an unknown event type before subscribing", async () => {
-    const { subscriber } = subscriberOf(new Rollcall(client()));
+    const { subscriber } = subscriberOf(new Rollcall(client(), IMMEDIATE));
     const types = ["join", "joined"] as unknown as ["join"];
     const failure = await rejection(subscriber.subscribe("room", () => {}, { types }));
     expect(failure).to.be.instanceOf(InvalidInputError).with.property("code", "INVALID_OPTION");
@@ -97,7 +97,7 @@ describe("subscriber", () => {
   });
 
   it("rejects bad options and listeners with typed errors, never a raw TypeError", async () => {
-    const { subscriber } = subscriberOf(new Rollcall(client()));
+    const { subscriber } = subscriberOf(new Rollcall(client(), IMMEDIATE));
     const bad: [unknown, unknown][] = [
       [() => {}, { types: 5 }],
       [() => {}, { types: "join" }],
@@ -120,7 +120,7 @@ describe("subscriber", () => {
   });
 
   it("subscribes a room's channel once, while any subscription to it is open", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = subscriberOf(rc);
     const channel = rc.channel("room");
     const first: PresenceEvent[] = [];
@@ -149,7 +149,7 @@ describe("subscriber", () => {
   });
 
   it("reports malformed and foreign messages on a room's channel and skips them", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const { subscriber, errors } = subscriberOf(rc);
     const events: PresenceEvent[] = [];
     await subscriber.subscribe("room", (e) => events.push(e));
@@ -181,7 +181,7 @@ describe("subscriber", () => {
   });
 
   it("reports a listener that throws and keeps delivering", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const { subscriber, errors } = subscriberOf(rc);
     const events: PresenceEvent[] = [];
     await subscriber.subscribe("room", () => {
@@ -196,7 +196,7 @@ describe("subscriber", () => {
   });
 
   it("without an 'error' listener, reports as a process warning instead of throwing", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const subscriber = new Subscriber(rc);
     opened.add(subscriber);
     const warnings: Error[] = [];
@@ -223,7 +223,7 @@ describe("subscriber", () => {
     });
     const unhandled = watchUnhandled();
     try {
-      const { subscriber, errors } = subscriberOf(new Rollcall(unreachable));
+      const { subscriber, errors } = subscriberOf(new Rollcall(unreachable, IMMEDIATE));
       const failure = await rejection(subscriber.subscribe("room", () => {}));
       expect(failure).to.be.instanceOf(RedisCallError).with.property("code", "REDIS_UNAVAILABLE");
       const watchFailure = await rejection(subscriber.watch("room"));
@@ -242,7 +242,7 @@ describe("subscriber", () => {
   });
 
   it("re-subscribes every room after its connection is killed, and says so", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = subscriberOf(rc);
     const events: PresenceEvent[] = [];
     const lost: string[] = [];
@@ -265,7 +265,7 @@ describe("subscriber", () => {
   });
 
   it("close() ends every subscription and the connection", async () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = subscriberOf(rc);
     const lost: string[] = [];
     await subscriber.subscribe("room", () => {}, { onLost: () => lost.push("room") });

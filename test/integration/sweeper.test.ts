@@ -8,7 +8,15 @@ import {
   type PassStats,
 } from "../../src/index.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { client, eventually, listen, ownRedis, sleep, watchUnhandled } from "../support/redis.js";
+import {
+  IMMEDIATE,
+  client,
+  eventually,
+  listen,
+  ownRedis,
+  sleep,
+  watchUnhandled,
+} from "../support/redis.js";
 
 const OPTIONS = { presenceWindowMs: 2_000, typingWindowMs: 300, keyTtlMs: 6_000 };
 
@@ -24,7 +32,7 @@ const keyOf = (e: PresenceEvent) => `${e.type}|${e.room}|${e.user}`;
 describe("Sweeper", () => {
   it("4 racing sweepers announce each of 10,000 expiries in 1,000 rooms exactly once", async function () {
     this.timeout(60_000);
-    const writer = new Rollcall(client(), OPTIONS);
+    const writer = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
     const rooms = roomsOf(1_000);
     const expiring = rooms.flatMap((room) =>
       Array.from({ length: 10 }, (_, i) => ({ room, user: `gone${i}` })),
@@ -40,7 +48,7 @@ describe("Sweeper", () => {
 
     const sweepers = Array.from(
       { length: 4 },
-      () => new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 100 }),
+      () => new Sweeper(new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }), { intervalMs: 100 }),
     );
     const passes: PassStats[] = [];
     try {
@@ -64,7 +72,7 @@ describe("Sweeper", () => {
   });
 
   it("stops each expired typist exactly once", async () => {
-    const writer = new Rollcall(client(), OPTIONS);
+    const writer = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
     const rooms = roomsOf(20);
     const typists = rooms.flatMap((room) => ["a", "b", "c"].map((user) => ({ room, user })));
     for (const { room, user } of typists) {
@@ -73,7 +81,7 @@ describe("Sweeper", () => {
     }
     const events = await listenTo(writer, rooms);
     const sweepers = [1, 2].map(
-      () => new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 50 }),
+      () => new Sweeper(new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }), { intervalMs: 50 }),
     );
     sweepers.forEach((s) => s.start());
     await eventually(() => events.length >= typists.length);
@@ -86,7 +94,7 @@ describe("Sweeper", () => {
   });
 
   it("loses nothing when a sweeper dies mid-pass, or all of them are down for a while", async () => {
-    const writer = new Rollcall(client(), OPTIONS);
+    const writer = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
     const rooms = roomsOf(50);
     const cohort = (name: string) =>
       rooms.flatMap((room) =>
@@ -101,7 +109,10 @@ describe("Sweeper", () => {
     // Dies mid-pass: its connection is cut once the first leaves are out.
     const doomedClient = client({ maxRetriesPerRequest: 0, retryStrategy: () => null });
     doomedClient.on("error", () => undefined);
-    const doomed = new Sweeper(new Rollcall(doomedClient, OPTIONS), { intervalMs: 10, batch: 5 });
+    const doomed = new Sweeper(new Rollcall(doomedClient, { ...IMMEDIATE, ...OPTIONS }), {
+      intervalMs: 10,
+      batch: 5,
+    });
     doomed.on("failed", () => undefined);
     doomed.start();
     await eventually(() => events.some((e) => e.type === "leave"));
@@ -112,7 +123,9 @@ describe("Sweeper", () => {
     // Nobody sweeps while the second cohort expires; a new sweeper finds both.
     await Promise.all(second.map(({ room, user }) => writer.heartbeat(room, user, "c")));
     await sleep(2_100);
-    const heir = new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 50 });
+    const heir = new Sweeper(new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }), {
+      intervalMs: 50,
+    });
     heir.start();
     await eventually(() => events.length >= first.length * 2 + second.length * 2, 10_000);
     await heir.stop();
@@ -125,7 +138,9 @@ describe("Sweeper", () => {
 
   it("keeps sweeping when its own listeners throw", async () => {
     const unhandled = watchUnhandled();
-    const sweeper = new Sweeper(new Rollcall(client(), OPTIONS), { intervalMs: 10 });
+    const sweeper = new Sweeper(new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }), {
+      intervalMs: 10,
+    });
     let passes = 0;
     sweeper.on("pass", () => (passes += 1));
     sweeper.on("pass", () => {
@@ -147,7 +162,7 @@ describe("Sweeper", () => {
   });
 
   it("refuses unknown or out-of-range options with a typed error", () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     for (const options of [{ interval: 5 }, { batch: 0 }, { intervalMs: 1.5 }]) {
       expect(() => new Sweeper(rc, options))
         .to.throw(InvalidInputError)
@@ -160,7 +175,7 @@ describe("Sweeper", () => {
     const redis = new Redis(own.url, { maxRetriesPerRequest: 0, retryStrategy: () => 50 });
     redis.on("error", () => undefined);
     const unhandled = watchUnhandled();
-    const sweeper = new Sweeper(new Rollcall(redis, OPTIONS), {
+    const sweeper = new Sweeper(new Rollcall(redis, { ...IMMEDIATE, ...OPTIONS }), {
       intervalMs: 20,
       maxBackoffMs: 200,
     });
@@ -190,7 +205,7 @@ describe("Sweeper", () => {
 
   it("reports a script failing on what it reads as SCRIPT_ERROR, loudly, and sweeps every other room", async () => {
     // One bucket: the broken room, due first, is listed ahead of a hundred others every time.
-    const rc = new Rollcall(client(), { ...OPTIONS, buckets: 1 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS, buckets: 1 });
     await rc.heartbeat("broken", "bob", "c");
     const sane = Array.from({ length: 100 }, (_, i) => `sane${i}`);
     await Promise.all(sane.map((room) => rc.heartbeat(room, "ann", "c")));

@@ -2,7 +2,7 @@ import { expect } from "chai";
 import fc from "fast-check";
 import { InvalidInputError, type ErrorCode, Rollcall } from "../../src/index.js";
 import type { RollcallOptions } from "../../src/engine/settings.js";
-import { client } from "../support/redis.js";
+import { IMMEDIATE, client } from "../support/redis.js";
 
 async function rejects(promise: Promise<unknown>, code: ErrorCode): Promise<void> {
   try {
@@ -27,7 +27,7 @@ const id = fc
 describe("validation", () => {
   it("rejects bad ids with a typed error, before anything reaches Redis", async () => {
     const redis = client();
-    const rc = new Rollcall(redis);
+    const rc = new Rollcall(redis, IMMEDIATE);
     const bad: unknown[] = ["", "a\u0000b", "line\nbreak", "tab\t", "\u007f", "\ud800", 42, null];
     bad.push("x".repeat(257));
     for (const value of bad) {
@@ -45,7 +45,7 @@ describe("validation", () => {
 
   it("rejects bad member state with a typed error and keeps the stored one", async () => {
     const redis = client();
-    const rc = new Rollcall(redis, { maxStateBytes: 64 });
+    const rc = new Rollcall(redis, { ...IMMEDIATE, maxStateBytes: 64 });
     await rc.heartbeat("r", "u", "c", { state: { status: "online" } });
     const bad: unknown[] = [
       [1, 2],
@@ -91,14 +91,14 @@ describe("validation", () => {
       { bogus: 1 } as RollcallOptions,
     ];
     for (const options of bad) {
-      expect(() => new Rollcall(client(), options), JSON.stringify(options))
+      expect(() => new Rollcall(client(), { ...IMMEDIATE, ...options }), JSON.stringify(options))
         .to.throw(InvalidInputError)
         .with.property("code", "INVALID_OPTION");
     }
   });
 
   it("never lets distinct rooms share a channel", () => {
-    const rc = new Rollcall(client());
+    const rc = new Rollcall(client(), IMMEDIATE);
     fc.assert(
       fc.property(id, id, (a, b) => {
         fc.pre(a !== b);
@@ -109,7 +109,7 @@ describe("validation", () => {
 
   it("never lets distinct (room, user, connection) ids share a member or a connection", async () => {
     // One bucket, so every room shares the same keys and only the encoding keeps them apart.
-    const rc = new Rollcall(client(), { buckets: 1 });
+    const rc = new Rollcall(client(), { ...IMMEDIATE, buckets: 1 });
     const redis = rc.redis;
     await fc.assert(
       fc.asyncProperty(fc.tuple(id, id, id), fc.tuple(id, id, id), async (a, b) => {

@@ -14,12 +14,12 @@ import {
 import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
 import type { RollcallOptions } from "../../src/engine/settings.js";
 import { useCluster } from "../support/cluster.js";
-import { client, eventually, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, eventually, sleep } from "../support/redis.js";
 
 const opened = new Set<Subscriber>();
 
 /** An instance that watches: its own client and subscriber, errors collected, closed after the test. */
-function watcher(options: SubscriberOptions = {}, rollcall = new Rollcall(client())) {
+function watcher(options: SubscriberOptions = {}, rollcall = new Rollcall(client(), IMMEDIATE)) {
   const subscriber = new Subscriber(rollcall, options);
   const errors: Error[] = [];
   subscriber.on("error", (e) => errors.push(e));
@@ -101,7 +101,7 @@ describe("RoomWatch", () => {
   });
 
   it("sees a join made through another instance", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber, errors } = watcher();
     const { watch, changes } = await watched(subscriber, "room");
 
@@ -116,7 +116,7 @@ describe("RoomWatch", () => {
   });
 
   it("starts from a snapshot of a room that is already busy", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     await other.heartbeat("room", "bob", "c1", { state: { n: 1 } });
     await other.heartbeat("room", "ann", "c1");
     await other.heartbeat("room", "ann", "c2");
@@ -132,7 +132,7 @@ describe("RoomWatch", () => {
   });
 
   it("orders members like roster() does: by the bytes of their ids", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = watcher();
     const { watch, changes } = await watched(subscriber, "room");
     // UTF-16 order puts the emoji (a surrogate pair) before the fullwidth A; UTF-8 bytes do not.
@@ -146,7 +146,7 @@ describe("RoomWatch", () => {
   });
 
   it("reports each change, in order, and follows roster() through all of them", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = watcher();
     const { watch, changes, syncs } = await watched(subscriber, "room");
 
@@ -177,7 +177,7 @@ describe("RoomWatch", () => {
   });
 
   it("applies events of a room that emptied and filled again without resyncing", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = watcher();
     const { watch, changes, syncs } = await watched(subscriber, "room");
 
@@ -192,7 +192,7 @@ describe("RoomWatch", () => {
   });
 
   it("applies the events that arrive while the first snapshot is taken, after it", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const seen: PresenceEvent[] = [];
     let racing = true;
     // Events published after the subscription but before the snapshot (covered by it) and after
@@ -209,7 +209,7 @@ describe("RoomWatch", () => {
         return snapshot;
       }
     }
-    const { subscriber } = watcher({}, new Racing(client()));
+    const { subscriber } = watcher({}, new Racing(client(), IMMEDIATE));
     await subscriber.subscribe("room", (e) => seen.push(e));
     const { watch, syncs } = await watched(subscriber, "room");
 
@@ -220,7 +220,7 @@ describe("RoomWatch", () => {
   });
 
   it("resyncs after its subscriber connection is killed while events flow, and converges", async () => {
-    const writer = new Rollcall(client());
+    const writer = new Rollcall(client(), IMMEDIATE);
     const admin = client();
     const { subscriber } = watcher();
     const rooms = ["r0", "r1", "r2"];
@@ -255,7 +255,7 @@ describe("RoomWatch", () => {
   });
 
   it("detects a dropped event by the gap it leaves, resyncs and reports what it missed", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { relay } = relayPicking((e) =>
       e.type === "join" && e.user === "bob" ? "drop" : "deliver",
     );
@@ -277,11 +277,11 @@ describe("RoomWatch", () => {
 
   it("closes a gap from the event log when it is on, without a snapshot", async () => {
     const options = { logLength: 1_000 };
-    const other = new Rollcall(client(), options);
+    const other = new Rollcall(client(), { ...IMMEDIATE, ...options });
     const { relay } = relayPicking((e) =>
       e.type === "join" && e.user === "bob" ? "drop" : "deliver",
     );
-    const { subscriber } = watcher({ relay }, new Rollcall(client(), options));
+    const { subscriber } = watcher({ relay }, new Rollcall(client(), { ...IMMEDIATE, ...options }));
     const { watch, changes, syncs } = await watched(subscriber, "room");
 
     await other.heartbeat("room", "ann", "c1");
@@ -295,7 +295,7 @@ describe("RoomWatch", () => {
   });
 
   it("detects reordered events, resyncs and converges", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     // bob's join is held back until after his leave: applied blindly, bob would stay forever.
     const { relay, release } = relayPicking((e) =>
       e.type === "join" && e.user === "bob" ? "hold" : "deliver",
@@ -315,7 +315,7 @@ describe("RoomWatch", () => {
   });
 
   it("ignores an event delivered twice", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = watcher({
       relay: (_channel, message, deliver) => {
         deliver(message);
@@ -340,7 +340,7 @@ describe("RoomWatch", () => {
   });
 
   it("reports a malformed message on the room's channel, skips it and keeps working", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber, errors } = watcher();
     const { watch, changes, syncs } = await watched(subscriber, "room");
 
@@ -355,7 +355,7 @@ describe("RoomWatch", () => {
   });
 
   it("reports a snapshot that fails during a resync and retries until it converges", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     let failures = 0;
     class Flaky extends Rollcall {
       override async roster(room: string): Promise<Roster> {
@@ -367,7 +367,7 @@ describe("RoomWatch", () => {
       }
     }
     const { relay } = relayPicking((e) => (e.user === "bob" ? "drop" : "deliver"));
-    const { subscriber, errors } = watcher({ relay }, new Flaky(client()));
+    const { subscriber, errors } = watcher({ relay }, new Flaky(client(), IMMEDIATE));
     const { watch, syncs } = await watched(subscriber, "room");
 
     failures = 2;
@@ -388,7 +388,7 @@ describe("RoomWatch", () => {
         return Promise.reject(new RedisCallError("roster", new Error("down")));
       }
     }
-    const rc = new Down(client());
+    const rc = new Down(client(), IMMEDIATE);
     const { subscriber } = watcher({}, rc);
     const failure = await subscriber.watch("room").then(
       () => undefined,
@@ -403,7 +403,7 @@ describe("RoomWatch", () => {
   });
 
   it("unsubscribes a room when its last watch closes", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = watcher();
     const channel = other.channel("room");
     const subscribers = async () =>
@@ -424,7 +424,7 @@ describe("RoomWatch", () => {
   });
 
   it("closes with its subscriber", async () => {
-    const other = new Rollcall(client());
+    const other = new Rollcall(client(), IMMEDIATE);
     const { subscriber } = watcher();
     const { watch, changes } = await watched(subscriber, "room");
     expect(watch.synced).to.equal(true);
@@ -450,9 +450,12 @@ describe("RoomWatch", () => {
     const rooms = Array.from({ length: 100 }, (_, i) => `room-${i}`);
     const users = ["ann", "bob", "cy", "émile", "\uff21", "\u{1f600}"];
     const connections = ["c1", "c2"];
-    const instances = Array.from({ length: 3 }, () => new Rollcall(client(), options));
+    const instances = Array.from(
+      { length: 3 },
+      () => new Rollcall(client(), { ...IMMEDIATE, ...options }),
+    );
 
-    const faithful = watcher({}, new Rollcall(client(), options));
+    const faithful = watcher({}, new Rollcall(client(), { ...IMMEDIATE, ...options }));
     // A lossy transport: drops some messages, delays others behind later ones. A replica can only
     // notice a loss by the next event of the room, so the run ends with one lossless event each.
     let lossless = false;
@@ -465,7 +468,7 @@ describe("RoomWatch", () => {
           else deliver(message);
         },
       },
-      new Rollcall(client(), options),
+      new Rollcall(client(), { ...IMMEDIATE, ...options }),
     );
     const watches = async (subscriber: Subscriber) =>
       Promise.all(rooms.map((room) => watched(subscriber, room)));
@@ -562,8 +565,8 @@ describe("RoomWatch on Redis Cluster", () => {
   const { connect, admins: nodeAdmins } = useCluster(3);
 
   it("follows rooms on every shard, and resyncs after every sharded subscriber is killed", async () => {
-    const writer = new Rollcall(connect(), options);
-    const subscriber = new Subscriber(new Rollcall(connect(), options));
+    const writer = new Rollcall(connect(), { ...IMMEDIATE, ...options });
+    const subscriber = new Subscriber(new Rollcall(connect(), { ...IMMEDIATE, ...options }));
     const errors: Error[] = [];
     subscriber.on("error", (e) => errors.push(e));
     try {

@@ -321,11 +321,21 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
     },
     failover: async (replicaPort, mode) => {
       const node = at(replicaPort);
-      await node.admin.call("CLUSTER", "FAILOVER", ...(mode ? [mode] : []));
-      await waitFor(
-        async () => (await roleOf(node)) === "master",
-        `node ${replicaPort} to take over`,
-      );
+      // Redis gives a manual failover up after 5 s when the replica cannot catch up with its
+      // master in time (a loaded host): ask again, as an operator would.
+      for (let attempt = 1; ; attempt++) {
+        await node.admin.call("CLUSTER", "FAILOVER", ...(mode ? [mode] : []));
+        try {
+          await waitFor(
+            async () => (await roleOf(node)) === "master",
+            `node ${replicaPort} to take over`,
+            6_000,
+          );
+          break;
+        } catch (error) {
+          if (attempt === 3) throw error;
+        }
+      }
       await waitForOk();
     },
     kill: async (port, signal = "SIGKILL") => {

@@ -3,7 +3,7 @@ import WebSocket from "ws";
 import { RollcallClient, type ClientOptions } from "../../src/client/index.js";
 import { Gateway, type GatewayOptions } from "../../src/gateway/index.js";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
-import { client } from "./redis.js";
+import { IMMEDIATE, client } from "./redis.js";
 
 export const SECRET = "a test secret that is long enough for HS256";
 export const SHORT: RollcallOptions = {
@@ -33,7 +33,7 @@ export async function startGateway(
   options: Partial<GatewayOptions> = {},
   engine: RollcallOptions = SHORT,
 ): Promise<{ gateway: Gateway; url: string; rollcall: Rollcall }> {
-  const rollcall = new Rollcall(client(), engine);
+  const rollcall = new Rollcall(client(), { ...IMMEDIATE, ...engine });
   const gateway = new Gateway(rollcall, {
     jwt: { secret: SECRET },
     sweeper: { intervalMs: 200 },

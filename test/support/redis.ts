@@ -75,3 +75,6 @@ export function watchUnhandled(): { count: () => number; stop: () => void } {
   process.on("unhandledRejection", listener);
   return { count: () => count, stop: () => process.off("unhandledRejection", listener) };
 }
+
+/** Leaves announced at once: the tests that are not about the leave grace go without one. */
+export const IMMEDIATE = { leaveGraceMs: 0 } as const;

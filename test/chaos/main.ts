@@ -1,0 +1,473 @@
+/**
+ * The chaos runner: writer and sweeper processes against one redis-server, a log consumer, a
+ * subscriber and RoomWatch replicas here, and faults drawn from a seeded PRNG (kills of writers and
+ * sweepers, CLIENT KILL, CLIENT PAUSE, SCRIPT FLUSH, SIGSTOP of Redis, Redis restarts). Then quiet,
+ * and the invariant checker over everything recorded. Exits non-zero on any violation.
+ *
+ *   tsx test/chaos/main.ts [--profile smoke|full] [--seconds N] [--seed S]
+ *
+ * Each profile runs two phases: Redis with `appendonly yes`, `appendfsync always` (a restart loses
+ * nothing, so no acknowledged write may be missing), then Redis with no persistence (a restart
+ * loses everything: the loss must show up as a new epoch, never as a violation).
+ */
+import { fork, type ChildProcess } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { Redis } from "ioredis";
+import { format } from "prettier";
+import {
+  checkEvent,
+  LogConsumer,
+  Rollcall,
+  Subscriber,
+  type PresenceEvent,
+  type RollcallOptions,
+  type RoomWatch,
+} from "../../src/index.js";
+import type { CallRecord } from "../support/invariants.js";
+import { audit, explain, table, type Audit, type AuditViolation, type Logged } from "./audit.js";
+import type { ChildConfig, ChildMessage } from "./ipc.js";
+import { newSeed, Random } from "./random.js";
+import { RedisProcess } from "./server.js";
+
+type Fault =
+  | "kill-writer"
+  | "kill-sweeper"
+  | "client-kill"
+  | "client-pause"
+  | "script-flush"
+  | "sigstop"
+  | "restart";
+
+/** How often each fault is drawn, after each has been injected once. */
+const WEIGHTS: Record<Fault, number> = {
+  "kill-writer": 3,
+  "kill-sweeper": 3,
+  "client-kill": 4,
+  "client-pause": 2,
+  "script-flush": 2,
+  sigstop: 2,
+  restart: 1,
+};
+const FAULTS = Object.keys(WEIGHTS) as Fault[];
+
+interface Phase {
+  name: string;
+  durable: boolean;
+  seconds: number;
+}
+
+interface Profile {
+  phases: Phase[];
+  writers: number;
+  sweepers: number;
+  /** Pause between two faults, drawn in this range. */
+  gapMs: [number, number];
+}
+
+const PROFILES: Record<string, (seconds?: number) => Profile> = {
+  smoke: (seconds = 8) => ({
+    phases: [
+      { name: "durable", durable: true, seconds },
+      { name: "volatile", durable: false, seconds: Math.max(4, Math.round(seconds / 2)) },
+    ],
+    writers: 3,
+    sweepers: 2,
+    gapMs: [150, 600],
+  }),
+  full: (seconds = 150) => ({
+    phases: [
+      { name: "durable", durable: true, seconds },
+      { name: "volatile", durable: false, seconds: Math.max(10, Math.round(seconds / 3)) },
+    ],
+    writers: 4,
+    sweepers: 3,
+    gapMs: [300, 1_500],
+  }),
+};
+
+const ENGINE: RollcallOptions = {
+  prefix: "chaos",
+  buckets: 8,
+  presenceWindowMs: 2_000,
+  typingWindowMs: 500,
+  keyTtlMs: 60_000,
+  leaveGraceMs: 1_000,
+  logLength: 100_000, // nothing trimmed in a run
+};
+const ROOMS = Array.from({ length: 8 }, (_, i) => `room${i}`);
+const USERS = Array.from({ length: 8 }, (_, i) => `u${i}`);
+const HERE = fileURLToPath(new URL(".", import.meta.url));
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const log = (line: string) => console.log(line);
+
+/** Polls until `check` gives null; otherwise its last word after `ms`. */
+async function until(check: () => Promise<string | null>, ms: number): Promise<string | null> {
+  const end = Date.now() + ms;
+  let last: string | null = "not checked";
+  while (Date.now() < end) {
+    last = await check().catch((error: unknown) => `error: ${String(error)}`);
+    if (last === null) return null;
+    await sleep(200);
+  }
+  return last;
+}
+
+/** A child process (writer or sweeper) and what it reported. */
+class Child {
+  process: ChildProcess;
+  readonly ready: Promise<void>;
+  private exited: Promise<void>;
+
+  constructor(
+    readonly role: "writer" | "sweeper",
+    config: ChildConfig,
+    onMessage: (message: ChildMessage) => void,
+  ) {
+    this.process = fork(`${HERE}${role}.ts`, [JSON.stringify(config)], {
+      execArgv: ["--import", "tsx"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
+    this.exited = new Promise((resolve) => this.process.once("exit", () => resolve()));
+    this.ready = new Promise((resolve) => {
+      this.process.on("message", (message: ChildMessage) => {
+        if (message.type === "ready") resolve();
+        else onMessage(message);
+      });
+      this.process.once("exit", () => resolve());
+    });
+  }
+
+  async kill(): Promise<void> {
+    this.process.kill("SIGKILL");
+    await this.exited;
+  }
+
+  /** Asks it to stop after its call or pass in flight; killed if it takes too long. */
+  async stop(): Promise<void> {
+    if (this.process.exitCode !== null || this.process.signalCode !== null) return;
+    if (this.process.connected) this.process.send({ type: "stop" });
+    const timer = setTimeout(() => this.process.kill("SIGKILL"), 10_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+interface PhaseResult {
+  phase: Phase;
+  audit: Audit;
+  /** Problems found outside the record: replicas that did not converge, rooms left behind. */
+  problems: string[];
+  stats: Record<string, number | string>;
+}
+
+async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<PhaseResult> {
+  const started = Date.now();
+  const server = await RedisProcess.start(phase.durable);
+  const connections: Redis[] = [];
+  const connect = () => {
+    const redis = new Redis(server.url);
+    redis.on("error", () => undefined); // outages are the point; calls report their failures
+    connections.push(redis);
+    return redis;
+  };
+  const rc = new Rollcall(connect(), ENGINE);
+  await rc.ready();
+  const admin = connect();
+  const problems: string[] = [];
+  let unhandled = 0;
+  const onUnhandled = () => unhandled++;
+  process.on("unhandledRejection", onUnhandled);
+  const counts = {
+    failed: 0,
+    passes: 0,
+    sweepFailures: 0,
+    childUnhandled: 0,
+    resyncs: { gap: 0, reconnect: 0, log: 0, start: 0 },
+  };
+  const injected = Object.fromEntries(FAULTS.map((f) => [f, 0])) as Record<Fault, number>;
+
+  // Observers: the log consumer, a subscriber, a replica of every room.
+  const handled: Logged[] = [];
+  const consumer = new LogConsumer(
+    new Rollcall(connect(), ENGINE),
+    (event, { bucket, id }) => void handled.push({ bucket, id, event }),
+    { group: "audit", consumer: "runner", pollMs: 20, claimIdleMs: 1_000 },
+  );
+  consumer.on("error", () => undefined);
+  consumer.start();
+  const pubsub: PresenceEvent[] = [];
+  const subscriber = new Subscriber(new Rollcall(connect(), ENGINE));
+  subscriber.on("error", () => undefined);
+  for (const room of ROOMS) await subscriber.subscribe(room, (e) => void pubsub.push(e));
+  const watcher = new Subscriber(new Rollcall(connect(), ENGINE));
+  watcher.on("error", () => undefined);
+  const watches = new Map<string, RoomWatch>();
+  for (const room of ROOMS) {
+    const watch = await watcher.watch(room);
+    watch.on("sync", (reason) => counts.resyncs[reason]++);
+    watches.set(room, watch);
+  }
+
+  // Writers and sweepers, each its own process.
+  const calls: CallRecord[] = [];
+  const onMessage = (message: ChildMessage) => {
+    switch (message.type) {
+      case "call":
+        calls.push(message.call);
+        break;
+      case "failed":
+        counts.failed++;
+        break;
+      case "pass":
+        counts.passes++;
+        break;
+      case "sweep-failed":
+        counts.sweepFailures++;
+        break;
+      case "unhandled":
+        counts.childUnhandled++;
+        problems.push(`a child's unhandled rejection: ${message.message}`);
+        break;
+    }
+  };
+  const spawn = (role: Child["role"]) =>
+    new Child(
+      role,
+      { url: server.url, engine: ENGINE, seed: rng.fork().seed, rooms: ROOMS, users: USERS },
+      onMessage,
+    );
+  const writers = Array.from({ length: profile.writers }, () => spawn("writer"));
+  const sweepers = Array.from({ length: profile.sweepers }, () => spawn("sweeper"));
+  await Promise.all([...writers, ...sweepers].map((c) => c.ready));
+
+  // Faults: each kind once (in a seeded order, even past the time), then drawn by weight.
+  const inject = async (fault: Fault) => {
+    injected[fault]++;
+    switch (fault) {
+      case "kill-writer":
+      case "kill-sweeper": {
+        const pool = fault === "kill-writer" ? writers : sweepers;
+        const i = rng.int(0, pool.length - 1);
+        await pool[i]!.kill();
+        await sleep(rng.int(100, 400));
+        pool[i] = spawn(pool[i]!.role);
+        await pool[i].ready;
+        break;
+      }
+      case "client-kill": {
+        const own = Number(await admin.call("CLIENT", "ID"));
+        const ids = String(await admin.call("CLIENT", "LIST"))
+          .split("\n")
+          .map((line) => Number(/^id=(\d+)/.exec(line)?.[1]))
+          .filter((id) => id > 0 && id !== own);
+        for (let n = rng.int(1, 3); n > 0 && ids.length > 0; n--) {
+          const [id] = ids.splice(rng.int(0, ids.length - 1), 1);
+          await admin.call("CLIENT", "KILL", "ID", id!).catch(() => undefined);
+        }
+        break;
+      }
+      case "client-pause": {
+        const ms = rng.int(100, 800);
+        await admin.call("CLIENT", "PAUSE", ms, rng.pick(["ALL", "WRITE"]));
+        await sleep(ms);
+        break;
+      }
+      case "script-flush":
+        await admin.call("SCRIPT", "FLUSH");
+        break;
+      case "sigstop":
+        server.signal("SIGSTOP");
+        await sleep(rng.int(200, 1_500));
+        server.signal("SIGCONT");
+        break;
+      case "restart":
+        await server.restart();
+        break;
+    }
+  };
+  const firsts = [...FAULTS];
+  const faultsUntil = Date.now() + phase.seconds * 1_000;
+  while (Date.now() < faultsUntil || firsts.length > 0) {
+    await sleep(rng.int(...profile.gapMs));
+    const fault = firsts.length > 0 ? firsts.splice(rng.int(0, firsts.length - 1), 1)[0]! : null;
+    await inject(fault ?? rng.weighted(WEIGHTS));
+  }
+  const faultSeconds = (Date.now() - started) / 1_000;
+  await sleep(2_000); // traffic after the last fault, in the epoch it may have started
+
+  // Quiet: writers stop, sweepers expire everything, observers catch up.
+  await Promise.all(writers.map((w) => w.stop()));
+  const empty = await until(async () => {
+    for (const room of ROOMS) {
+      const roster = await rc.roster(room);
+      if (roster.count > 0 || roster.typing.length > 0) return `${room}: ${roster.count} members`;
+    }
+    return null;
+  }, 20_000);
+  if (empty) problems.push(`never quiet: ${empty}`);
+  const converged = await until(async () => {
+    for (const [room, watch] of watches) {
+      const roster = await rc.roster(room);
+      const members = watch.roster.members.map((m) => m.user).join(",");
+      if (!watch.synced || members !== "" || watch.roster.typing.length > 0) {
+        return `the watch of ${room} (${watch.synced ? "synced" : "not synced"}) lists ${members} at ${watch.roster.epoch}/${watch.roster.seq}; roster() at ${roster.epoch}/${roster.seq}`;
+      }
+    }
+    return null;
+  }, 10_000);
+  if (converged) problems.push(`replicas did not converge: ${converged}`);
+  let stored: Logged[] = [];
+  const drained = await until(async () => {
+    stored = [];
+    for (let bucket = 0; bucket < rc.settings.buckets; bucket++) {
+      for (const [id, fields] of await rc.redis.xrange(rc.layout.log(bucket), "-", "+")) {
+        stored.push({ bucket, id, event: checkEvent(JSON.parse(fields[1]!)) });
+      }
+    }
+    const ids = new Set(handled.map((l) => `${l.bucket}/${l.id}`));
+    const unread = stored.filter((l) => !ids.has(`${l.bucket}/${l.id}`)).length;
+    return unread === 0 ? null : `${unread} log entries never handled`;
+  }, 10_000);
+  if (drained) problems.push(drained);
+  await sleep(300);
+
+  await Promise.all(sweepers.map((s) => s.stop()));
+  await consumer.stop();
+  await Promise.all([...watches.values()].map((w) => w.close()));
+  subscriber.close();
+  watcher.close();
+  connections.forEach((c) => c.disconnect());
+  await server.stop();
+  process.off("unhandledRejection", onUnhandled);
+  if (unhandled > 0) problems.push(`${unhandled} unhandled rejections in the runner`);
+
+  const result = audit({
+    handled,
+    stored,
+    pubsub,
+    calls,
+    bucketOf: (room) => rc.layout.room(room).bucket,
+    lossAllowed: !phase.durable,
+  });
+  const { resyncs } = counts;
+  const stats: Record<string, number | string> = {
+    "fault period, s": Math.round(faultSeconds),
+    "whole phase, s": Math.round((Date.now() - started) / 1_000),
+    "calls ok": calls.length,
+    "calls failed": counts.failed,
+    "events (log)": result.events,
+    epochs: result.epochs,
+    "pub/sub seen": result.pubsubSeen,
+    "pub/sub missed": result.pubsubMissed,
+    "pub/sub gaps": result.pubsubGaps,
+    "pub/sub duplicates": result.pubsubDuplicates,
+    "log duplicates": result.duplicates,
+    "log redeliveries": result.redelivered,
+    "acked, not in the log at the end": result.lostWrites.length,
+    "acked, never logged": result.unlogged,
+    "logged, then lost": result.lostFromLog,
+    "left present by a loss, room silent since": result.stranded,
+    "replica resyncs": `${resyncs.gap} gap, ${resyncs.reconnect} reconnect, ${resyncs.log} log`,
+    "sweeper passes with expiries": counts.passes,
+    "sweeper passes failed": counts.sweepFailures,
+    ...Object.fromEntries(FAULTS.map((f) => [`fault: ${f}`, injected[f]])),
+    violations: result.violations.length,
+    "other problems": problems.length,
+  };
+  return { phase, audit: result, problems, stats };
+}
+
+function describePhase(phase: Phase): string {
+  return phase.durable
+    ? `${phase.name} (appendonly, fsync always)`
+    : `${phase.name} (no persistence)`;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      profile: { type: "string", default: "smoke" },
+      seconds: { type: "string" },
+      seed: { type: "string" },
+    },
+  });
+  const make = PROFILES[values.profile];
+  if (!make) throw new Error(`unknown profile ${values.profile}: smoke or full`);
+  const profile = make(values.seconds === undefined ? undefined : Number(values.seconds));
+  const seed = values.seed === undefined ? newSeed() : Number(values.seed);
+  const replay = `tsx test/chaos/main.ts --profile ${values.profile} --seed ${seed}${values.seconds ? ` --seconds ${values.seconds}` : ""}`;
+  log(`chaos: profile ${values.profile}, seed ${seed} (replay: ${replay})`);
+
+  const rng = new Random(seed);
+  const results: PhaseResult[] = [];
+  for (const phase of profile.phases) {
+    log(`phase ${describePhase(phase)}: ${phase.seconds} s of faults...`);
+    results.push(await runPhase(phase, profile, rng.fork()));
+  }
+
+  const names = results.map((r) => describePhase(r.phase));
+  const rows = Object.keys(results[0]!.stats).map((metric) => ({
+    metric,
+    ...Object.fromEntries(results.map((r, i) => [names[i]!, r.stats[metric] ?? ""])),
+  }));
+  const summary = table(rows);
+  log(`\n${summary}\n`);
+  let failed = false;
+  for (const r of results) {
+    const violations: AuditViolation[] = r.audit.violations;
+    if (violations.length === 0 && r.problems.length === 0) continue;
+    failed = true;
+    const rules = new Map<string, number>();
+    for (const v of violations) rules.set(v.rule, (rules.get(v.rule) ?? 0) + 1);
+    const byRule = [...rules].map(([rule, n]) => `${n} ${rule}`).join(", ");
+    log(
+      `${describePhase(r.phase)}: ${violations.length} violations${byRule ? ` (${byRule})` : ""}`,
+    );
+    if (violations.length > 0) log(explain(violations));
+    for (const problem of r.problems) log(`  ${problem}`);
+  }
+  log(failed ? `FAILED (seed ${seed}: ${replay})` : `no violation (seed ${seed})`);
+
+  if (values.profile === "full") {
+    const markdown = [
+      "# Chaos run (`make chaos`)",
+      "",
+      `Profile full, seed ${seed}: \`${replay}\`. ${profile.writers} writer and ` +
+        `${profile.sweepers} sweeper processes on one redis-server, a log consumer, a subscriber ` +
+        `and a RoomWatch per room in the runner; ${ROOMS.length} rooms, ${USERS.length} users, ` +
+        `presence window ${ENGINE.presenceWindowMs} ms, typing window ${ENGINE.typingWindowMs} ms, leave grace ${ENGINE.leaveGraceMs} ms.`,
+      "",
+      summary,
+      "",
+      failed ? "Result: **violations found** (see the run's output)." : "Result: no violation.",
+      "",
+      "- _pub/sub missed_: events of the log the subscriber never received (its connection killed,",
+      "  Redis restarted or paused); _pub/sub gaps_: holes its chains show (each one a replica resync).",
+      "- _acked, not in the log at the end_: calls whose event Redis no longer holds; 0 when durable,",
+      "  everything before the last restart without persistence otherwise. _acked, never logged_: of",
+      "  those, the ones the log consumer had not handled before the data went.",
+      "- _left present by a loss, room silent since_: members the log shows present for good: their",
+      "  room's last events went with the data and nothing happened in it since, so no event of a new",
+      "  epoch tells a consumer to resync (a limit of epochs, measured, not a violation).",
+      "- _violations_: the invariant checker (test/support/invariants.ts) over the log (complete within",
+      "  each epoch), pub/sub and the call results, plus: no number carried by two events, no",
+      "  acknowledged write missing without a data-losing fault, every stored entry handled.",
+      "",
+    ].join("\n");
+    const path = fileURLToPath(new URL("results.md", import.meta.url));
+    writeFileSync(path, await format(markdown, { parser: "markdown", printWidth: 100 }));
+    log(`table saved to ${path}`);
+  }
+  return failed ? 1 : 0;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(2);
+  },
+);

@@ -1,0 +1,26 @@
+/** A writer process of the chaos runner: random calls until told to stop, each result reported. */
+import { Redis } from "ioredis";
+import { Rollcall, RollcallError } from "../../src/index.js";
+import { child, tell } from "./ipc.js";
+import { Random } from "./random.js";
+import { randomCall } from "./traffic.js";
+
+const { config, stopped } = child();
+const redis = new Redis(config.url);
+redis.on("error", () => undefined); // each failed call says so; reconnecting is ioredis's job
+const rc = new Rollcall(redis, config.engine);
+const rng = new Random(config.seed);
+let running = true;
+void stopped.then(() => (running = false));
+
+tell({ type: "ready" });
+while (running) {
+  try {
+    tell({ type: "call", call: await randomCall(rc, rng, config.rooms, config.users) });
+  } catch (error) {
+    tell({ type: "failed", code: error instanceof RollcallError ? error.code : String(error) });
+  }
+  await new Promise((resolve) => setTimeout(resolve, rng.int(2, 12)));
+}
+redis.disconnect();
+process.disconnect();
