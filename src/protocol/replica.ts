@@ -204,7 +204,7 @@ function member({ user, joinedAt, state }: ReplicaMember): ReplicaMember {
 }
 
 /** What a snapshot changed, as the events that would have announced it. */
-export function differences(before: Members, after: Members): RosterChange[] {
+function differences(before: Members, after: Members): RosterChange[] {
   const changes: RosterChange[] = [];
   const change = (type: EventType, user: string) => changes.push({ type, user, event: null });
   for (const [user, was] of before.members) {
