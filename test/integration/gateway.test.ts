@@ -1,4 +1,5 @@
 import { expect } from "chai";
+import WebSocket from "ws";
 import type { RosterChange } from "../../src/client/index.js";
 import { closeGateways, connect, SHORT, startGateway } from "../support/gateway.js";
 import { Rollcall, Subscriber } from "../../src/index.js";
@@ -114,5 +115,30 @@ describe("gateway and client", () => {
     expect(syncs).to.equal(0);
     expect(room.roster.members.map((m) => m.user)).to.deep.equal(["ann", "bob"]);
     subscriber.close();
+  });
+
+  it("sends typing at most once per interval, and typing-stop only after a typing", async () => {
+    const { url } = await startGateway();
+    const sent: string[] = [];
+    // The ws WebSocket, recording what the client writes.
+    class Recording extends WebSocket {
+      override send(data: string): void {
+        sent.push((JSON.parse(data) as { type: string }).type);
+        super.send(data);
+      }
+    }
+    const ann = connect(url, "ann", {
+      WebSocket: Recording as unknown as typeof globalThis.WebSocket,
+      typingIntervalMs: 300,
+    });
+    const room = await ann.join("doc");
+    room.stopTyping(); // nothing typed yet: nothing to stop
+    for (let i = 0; i < 10; i++) room.typing(); // a burst of keystrokes
+    await sleep(350);
+    room.typing();
+    room.stopTyping(); // the message is sent
+    room.stopTyping();
+    await eventually(() => room.roster.typing.length === 0);
+    expect(sent.filter((t) => t !== "join")).to.deep.equal(["typing", "typing", "typing-stop"]);
   });
 });

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { SignJWT, UnsecuredJWT } from "jose";
+import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT } from "jose";
 import WebSocket from "ws";
 import { AuthError, SUBPROTOCOL, type ServerFrame } from "../../src/gateway/index.js";
 import { closeGateways, SECRET, startGateway, token } from "../support/gateway.js";
@@ -73,6 +73,23 @@ describe("gateway security", () => {
         [401, "invalid-token"],
         [401, "invalid-token"],
       ]);
+    });
+
+    it("with a local JWKS: a token signed by its key passes, one signed by another key does not", async () => {
+      const { publicKey, privateKey } = await generateKeyPair("ES256");
+      const other = await generateKeyPair("ES256");
+      const jwk = { ...(await exportJWK(publicKey)), kid: "k1", alg: "ES256" };
+      const { url } = await startGateway({ jwt: { jwks: { keys: [jwk] } } });
+      const sign = (key: Parameters<SignJWT["sign"]>[0]) =>
+        new SignJWT({ rooms: ["doc"] })
+          .setProtectedHeader({ alg: "ES256", kid: "k1" })
+          .setSubject("ann")
+          .setExpirationTime("1h")
+          .sign(key);
+      const good = await open(url, await sign(privateKey));
+      expect(good.ws).to.be.instanceOf(WebSocket);
+      good.ws!.close();
+      expect((await open(url, await sign(other.privateKey))).status).to.equal(401);
     });
 
     it("as the authenticate hook says, and reports a hook that throws", async () => {
