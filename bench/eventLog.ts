@@ -1,6 +1,5 @@
 import { Rollcall, type RollcallOptions } from "../src/index.js";
 import { forEachInFlight } from "./drive.js";
-import { number } from "./format.js";
 import type { Lab } from "./lab.js";
 import { members, STEADY, type Member } from "./population.js";
 import type { Profile } from "./profile.js";
@@ -73,15 +72,11 @@ export interface LogResults {
   /** on − off, µs per event, and as a share of off: medians of each repeat's pair. */
   extra: LogCost & { redisCpuShare: number; scriptShare: number };
   memory: LogMemory;
-  recommendation: string;
 }
 
 export function logSteps(p: Profile): number {
   return 2 + p.log.repeats + 1;
 }
-
-/** Thresholds of the one-line recommendation: what "costs little" is taken to mean. */
-const CHEAP = { redisCpuShare: 0.15, boundBytes: 64 * 1024 * 1024 };
 
 export async function benchLog(
   lab: Lab,
@@ -202,7 +197,6 @@ export async function benchLog(
     on: withLog,
     extra,
     memory,
-    recommendation: recommend(extra, memory, logLength, buckets),
   };
 }
 
@@ -271,26 +265,4 @@ async function typingRun(
     xaddUs: xaddUsec / published,
     eventsPerSec: published / load.seconds,
   };
-}
-
-function recommend(
-  extra: LogResults["extra"],
-  memory: LogMemory,
-  logLength: number,
-  buckets: number,
-): string {
-  const cheap = extra.redisCpuShare <= CHEAP.redisCpuShare && memory.boundBytes <= CHEAP.boundBytes;
-  const mb = (bytes: number) => number(bytes / 1024 / 1024, 1);
-  const figures =
-    `the log adds ${number(extra.redisCpuUs, 2)} µs of Redis CPU per event ` +
-    `(${number(100 * extra.redisCpuShare)}%; script time ${number(extra.scriptUs, 2)} µs, ` +
-    `${number(100 * extra.scriptShare)}%) and holds about ${mb(memory.boundBytes)} MB at ` +
-    `logLength ${number(logLength)} × ${buckets} buckets (${mb(memory.joinBoundBytes)} MB if ` +
-    "every event kept were a join into a full room)";
-  const rule =
-    `rule: on by default if ≤ ${number(100 * CHEAP.redisCpuShare)}% Redis CPU per event and ` +
-    `≤ ${mb(CHEAP.boundBytes)} MB`;
-  return cheap
-    ? `Cheap enough to be on by default: ${figures} (${rule}).`
-    : `Keep it off by default, on for deployments with server consumers: ${figures} (${rule}).`;
 }
