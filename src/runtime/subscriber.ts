@@ -262,7 +262,7 @@ function checkSubscribeOptions(options: SubscribeOptions | undefined) {
 }
 
 /** Event types to deliver, or null for all of them. */
-export function checkTypes(types: unknown): ReadonlySet<EventType> | null {
+function checkTypes(types: unknown): ReadonlySet<EventType> | null {
   if (types === undefined) return null;
   if (!Array.isArray(types)) {
     throw new InvalidInputError("INVALID_OPTION", "types must be an array of event types");
