@@ -8,7 +8,6 @@
   Reply: {how long the first room has been due in ms (0 if none), rooms...}
 ]]
 -- @include "clock"
-
 local due = redis.call('ZRANGE', KEYS[1], '-inf', now, 'BYSCORE', 'LIMIT', 0, tonumber(ARGV[1]), 'WITHSCORES')
 local reply = { due[2] and now - tonumber(due[2]) or 0 }
 for i = 1, #due, 2 do

@@ -15,11 +15,11 @@
   is written or published. A present user's other connections always get in.
 
   Reply: {outcome, seq of the event published or 0, its epoch or ''}, or 0 alone for a steady
-  heartbeat; outcome 0: refreshed (or updated), 1: joined, 2: the room is full
+  heartbeat.
 ]]
 -- @include "replay"
--- @include "packing"
-
+-- @include "record"
+local OUTCOME = outcomes('refreshed', 'joined', 'full')
 local user, conn, state, capacity = ARGV[5], ARGV[6], ARGV[7], tonumber(ARGV[8])
 
 -- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
@@ -31,38 +31,34 @@ local quarter = keyTtl / 4
 local raw = rcall('HGET', roomKey, user)
 if raw then
   -- Steady unless something in the record is overdue or this beat crosses into a new quarter.
-  local flags, pos, steady = sbyte(raw, 7), 8, true
-  if flags >= TYPING then
-    steady = sunpack('>I6', raw, 8) + typingWindow > now
-    flags, pos = flags - TYPING, 14
-  end
-  local at
-  for _ = 1, flags do
-    local len = sbyte(raw, pos)
-    local beat = sunpack('>I6', raw, pos + 1 + len)
+  local pos, n, typedAt = recordHead(raw)
+  local steady = not typedAt or typedAt + typingWindow > now
+  local beatAt
+  for _ = 1, n do
+    local id, beat, at, nextPos = connectionAt(raw, pos)
     steady = steady and beat + presenceWindow > now
-    if not at and ssub(raw, pos + 1, pos + len) == conn then
-      at = pos + 1 + len
+    if not beatAt and id == conn then
+      beatAt = at
       steady = steady and math.floor(beat / quarter) == math.floor(now / quarter)
     end
-    pos = pos + 7 + len
+    pos = nextPos
   end
-  if at and steady and (state == '' or state == ssub(raw, pos)) then
-    rcall('HSET', roomKey, user, ssub(raw, 1, at - 1) .. spack('>I6', now) .. ssub(raw, at + 6))
+  if beatAt and steady and (state == '' or state == ssub(raw, pos)) then
+    rcall('HSET', roomKey, user, withBeat(raw, beatAt, now))
     -- A bare 0, not a table: Redis takes longer to reply with a table than to run this path.
     return 0
   end
 end
 
 -- Not steady: everything else is defined only now, so that a steady heartbeat never pays for it.
--- @include "members"
+-- @include "presence"
 -- Keeps every record, and so every script, bounded.
 local MAX_CONNECTIONS = 64
 
-local rec = settle(user, raw and decode(raw))
+local rec = expireOverdue(user, raw and decode(raw))
 local joined = not rec
 if joined and capacity > 0 and memberCount() >= capacity then
-  return { 2, 0, '' }
+  return { OUTCOME.full, 0, '' }
 end
 if joined then
   rec = { j = now, ids = {}, beats = {}, s = '' }
@@ -96,18 +92,20 @@ if changed then
 end
 save(user, rec)
 
-local reply = { 0, 0, '' }
+local reply = { OUTCOME.refreshed, 0, '' }
 if joined then
-  memberJoined(user)
+  listJoined(user)
   rcall('ZADD', dueKey, 'LT', now + presenceWindow, room)
   if indexed() then
     rcall('ZADD', indexKey, now + presenceWindow, user)
   elseif memberCount() > INDEX_FROM then
     buildIndex()
   end
-  reply = remember({ 1, publish(user, 'join', stateFragment(rec.s) .. rosterFragment()), epoch })
+  local seq, epoch = publish(user, 'join', stateFragment(rec.s) .. rosterFragment())
+  reply = remember({ OUTCOME.joined, seq, epoch })
 elseif changed then
-  reply = remember({ 0, publish(user, 'update', stateFragment(rec.s)), epoch })
+  local seq, epoch = publish(user, 'update', stateFragment(rec.s))
+  reply = remember({ OUTCOME.refreshed, seq, epoch })
 end
 if not previousBeat or math.floor(previousBeat / quarter) ~= math.floor(now / quarter) then
   refreshTtl()

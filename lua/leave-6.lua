@@ -6,24 +6,28 @@
   KEYS, ARGV[1..4]: see include/room.lua
   ARGV[5] user   ARGV[6] connection (at most 9 bytes)
 
-  Reply: {outcome, seq of the leave or 0, its epoch or ''}; outcome 0: no such live connection,
-  1: connection removed and the user is still present, 2: the user left, 3: the user's leave
-  waits for the grace
+  Reply: {outcome, seq of the leave or 0, its epoch or ''}; absent: no such live connection,
+  removed: the user is still present, left: the leave is published, leaving: it waits for the
+  grace
 ]]
 -- @include "replay"
--- @include "members"
-
+-- @include "presence"
+local OUTCOME = outcomes('absent', 'removed', 'left', 'leaving')
 local user, conn = ARGV[5], ARGV[6]
-local rec = settle(user, load(user))
+
+local rec = expireOverdue(user, load(user))
 local slot = rec and findConnection(rec, conn)
 if not slot then
-  return { 0, 0, '' }
+  return { OUTCOME.absent, 0, '' }
 end
 table.remove(rec.ids, slot)
 table.remove(rec.beats, slot)
-if #rec.ids == 0 then
-  local inGrace, seq = lastConnectionGone(user, rec, 'explicit', now)
-  return remember(inGrace and { 3, 0, '' } or { 2, seq, epoch })
+if #rec.ids > 0 then
+  save(user, rec)
+  return remember({ OUTCOME.removed, 0, '' })
 end
-save(user, rec)
-return remember({ 1, 0, '' })
+local inGrace, seq, epoch = lastConnectionGone(user, rec, 'explicit', now)
+if inGrace then
+  return remember({ OUTCOME.leaving, 0, '' })
+end
+return remember({ OUTCOME.left, seq, epoch })

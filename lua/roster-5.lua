@@ -13,7 +13,6 @@
 ]]
 -- @include "record"
 -- @include "events"
-
 local limit = tonumber(ARGV[5])
 local reply = { currentEpoch(), 0, memberCount(), '' }
 if logLength > 0 then
@@ -24,26 +23,21 @@ local users, raws = {}, {}
 if reply[3] == 0 then
   -- An empty room's next event starts a new chain (prev 0) with a number above the counter.
   reply[2] = tonumber(rcall('HGET', seqKey, 'n')) or 0
-elseif reply[3] > limit and indexed() then
-  users = rcall('ZRANGE', indexKey, 0, limit - 1)
-  raws = rcall('HMGET', roomKey, unpack(users))
-  reply[2] = tonumber(rcall('HGET', roomKey, ''))
 else
-  local all = rcall('HGETALL', roomKey)
-  for i = 1, #all, 2 do
-    if all[i] == '' then
-      reply[2] = tonumber(all[i + 1])
-    elseif #users < limit then
-      users[#users + 1], raws[#raws + 1] = all[i], all[i + 1]
-    end
+  reply[2] = tonumber(rcall('HGET', roomKey, ''))
+  if reply[3] > limit and indexed() then
+    users = rcall('ZRANGE', indexKey, 0, limit - 1)
+    raws = rcall('HMGET', roomKey, unpack(users))
+  else
+    users, raws = readMembers()
   end
 end
-for i, user in ipairs(users) do
+for i = 1, math.min(#users, limit) do
   -- A record can be missing only if its index entry outlived it: skip it.
   if raws[i] then
     local rec = decode(raws[i])
     local n = #reply
-    reply[n + 1], reply[n + 2] = user, #rec.ids
+    reply[n + 1], reply[n + 2] = users[i], #rec.ids
     reply[n + 3] = rec.g and rec.g - leaveGrace or lastSeen(rec)
     reply[n + 4], reply[n + 5], reply[n + 6], reply[n + 7] = rec.j, rec.t or 0, rec.g or 0, rec.s
   end

@@ -5,20 +5,21 @@
   KEYS, ARGV[1..4]: see include/room.lua
   ARGV[5] user   ARGV[6] state JSON
 
-  Reply: {outcome, seq of the event or 0, its epoch or ''}; outcome 0: user not present,
-  1: unchanged, 2: updated
+  Reply: {outcome, seq of the event or 0, its epoch or ''}
 ]]
 -- @include "replay"
--- @include "members"
-
+-- @include "presence"
+local OUTCOME = outcomes('absent', 'unchanged', 'updated')
 local user, state = ARGV[5], ARGV[6]
-local rec = settle(user, load(user))
+
+local rec = expireOverdue(user, load(user))
 if not rec then
-  return { 0, 0, '' }
+  return { OUTCOME.absent, 0, '' }
 end
 if rec.s == state then
-  return { 1, 0, '' }
+  return { OUTCOME.unchanged, 0, '' }
 end
 rec.s = state
 save(user, rec)
-return remember({ 2, publish(user, 'update', stateFragment(state)), epoch })
+local seq, epoch = publish(user, 'update', stateFragment(state))
+return remember({ OUTCOME.updated, seq, epoch })

@@ -6,26 +6,27 @@
   KEYS, ARGV[1..4]: see include/room.lua
   ARGV[5] user
 
-  Reply: {outcome, seq of the event or 0, its epoch or ''}; outcome 0: user not present,
-  1: already typing (refreshed), 2: started
+  Reply: {outcome, seq of the event or 0, its epoch or ''}
 ]]
 -- @include "replay"
--- @include "members"
-
+-- @include "presence"
+local OUTCOME = outcomes('absent', 'refreshed', 'started')
 local user = ARGV[5]
-local rec = settle(user, load(user))
+
+local rec = expireOverdue(user, load(user))
 if not rec or rec.g then
-  return { 0, 0, '' }
+  return { OUTCOME.absent, 0, '' }
 end
 local started = not rec.t
 rec.t = now
 save(user, rec)
 if not started then
   -- The due entry and the index hold the mark's first deadline, a lower bound of this one.
-  return { 1, 0, '' }
+  return { OUTCOME.refreshed, 0, '' }
 end
 rcall('ZADD', dueKey, 'LT', now + typingWindow, room)
 if indexed() then
   rcall('ZADD', indexKey, 'LT', now + typingWindow, user)
 end
-return remember({ 2, publish(user, 'typing-start', ''), epoch })
+local seq, epoch = publish(user, 'typing-start', '')
+return remember({ OUTCOME.started, seq, epoch })

@@ -5,16 +5,17 @@
   KEYS, ARGV[1..4]: see include/room.lua
   ARGV[5] user
 
-  Reply: {1 if stopped else 0, seq of the event or 0, its epoch or ''}
+  Reply: {outcome, seq of the event or 0, its epoch or ''}
 ]]
 -- @include "replay"
--- @include "members"
-
+-- @include "presence"
+local OUTCOME = outcomes('notTyping', 'stopped')
 local user = ARGV[5]
-local rec = settle(user, load(user))
+
+local rec = expireOverdue(user, load(user))
 if not rec or not rec.t then
-  return { 0, 0, '' }
+  return { OUTCOME.notTyping, 0, '' }
 end
-rec.t = nil
+local seq, epoch = endTyping(user, rec, 'explicit')
 save(user, rec)
-return remember({ 1, publish(user, 'typing-stop', reasonFragment('explicit')), epoch })
+return remember({ OUTCOME.stopped, seq, epoch })

@@ -1,10 +1,10 @@
 --[[
   Expires what is due in one room, at most a batch of members per call: connections past the
-  presence window, typing marks past the typing window. Publishes one 'leave' (reason expired)
-  per member who thereby left and one 'typing-stop' per expired mark, then rewrites the room's
-  due entry with its exact next deadline (or drops it with the emptied room). Concurrent calls
-  never announce an expiry twice: each member is settled atomically, and a room that is not due
-  costs one ZSCORE.
+  presence window, typing marks past the typing window, leave graces that ended. Publishes one
+  'leave' (reason expired, or the reason the grace was started with) per member who thereby left
+  and one 'typing-stop' per expired mark, then rewrites the room's due entry with its exact next
+  deadline (or drops it with the emptied room). Concurrent calls never announce an expiry twice:
+  each member is settled atomically, and a room that is not due costs one ZSCORE.
   A room of up to INDEX_FROM members is read whole; a bigger one through its index, whose entries
   are lower bounds: a member found not expired gets its exact deadline back.
 
@@ -14,8 +14,7 @@
   Reply: {connections dropped, leaves, typing stops, 1 if more is due now else 0}
 ]]
 -- @include "replay"
--- @include "members"
-
+-- @include "presence"
 local batch = tonumber(ARGV[5])
 local dueAt = rcall('ZSCORE', dueKey, room)
 if not dueAt or tonumber(dueAt) > now then
@@ -31,24 +30,16 @@ end
 
 -- The earliest deadline of a room without an index, expiring up to the batch on the way.
 local function scanRoom()
-  local all = rcall('HGETALL', roomKey)
-  members = {}
-  for i = 1, #all, 2 do
-    if all[i] ~= '' then
-      members[#members + 1] = all[i]
-    end
-  end
+  local users, raws = readMembers()
   local earliest
-  for i = 1, #all, 2 do
-    if all[i] ~= '' then
-      local user, at = all[i], packedDeadline(all[i + 1])
-      if at <= now and expired < batch then
-        local rec = expireCounted(user, decode(all[i + 1]))
-        at = rec and deadline(rec)
-      end
-      if at and (not earliest or at < earliest) then
-        earliest = at
-      end
+  for i, user in ipairs(users) do
+    local at = packedDeadline(raws[i])
+    if at <= now and expired < batch then
+      local rec = expireCounted(user, decode(raws[i]))
+      at = rec and deadline(rec)
+    end
+    if at and (not earliest or at < earliest) then
+      earliest = at
     end
   end
   return earliest
@@ -81,8 +72,7 @@ if earliest then
   rcall('ZADD', dueKey, earliest, room)
   more = earliest <= now and 1 or 0
 else
-  rcall('DEL', roomKey, indexKey)
-  rcall('ZREM', dueKey, room)
+  dropRoom()
 end
 local reply = { dropped, leaves, stops, more }
 if expired > 0 then

@@ -8,48 +8,50 @@
   When the log is on, the event is also appended to the bucket's stream, in the same script.
 ]]
 -- @include "room"
--- @include "record"
-local eventRosterLimit, logLength, leaveGrace
+-- @include "options"
+-- @include "members"
+local channel = string.sub(roomKey, 1, tagEnd) .. ':room:' .. room
+
+-- The bucket's epoch, started here if this process does not own it; read once per call.
+local currentEpoch
 do
-  local a, b, c = string.match(ARGV[4], '^(%d+) (%d+) (%d+) %d+$')
-  eventRosterLimit, logLength, leaveGrace = tonumber(a), tonumber(b), tonumber(c)
-end
-local channelPrefix = string.sub(roomKey, 1, tagEnd) .. ':room:'
-local epoch
-
-local function currentEpoch()
-  if epoch then
-    return epoch
+  local known
+  currentEpoch = function()
+    if known then
+      return known
+    end
+    -- A promotion gives a master a new replid, even one demoted and failed back without a restart.
+    local info = rcall('INFO', 'server', 'replication')
+    local node = string.match(info, 'run_id:(%x+)') .. ':' .. string.match(info, 'master_replid:(%x+)')
+    local stored = rcall('HMGET', seqKey, 'epoch', 'node')
+    if stored[1] and stored[2] == node then
+      known = stored[1]
+    else
+      -- The process's random run_id and the time to the microsecond (no two scripts of one
+      -- process run in the same one): unique whoever starts it, wherever.
+      local t = rcall('TIME')
+      known = string.sub(node, 1, 8) .. string.format('%x%05x', tonumber(t[1]), tonumber(t[2]))
+      rcall('HSET', seqKey, 'epoch', known, 'node', node)
+    end
+    return known
   end
-  -- A promotion gives a master a new replid, even one demoted and failed back without a restart.
-  local info = rcall('INFO', 'server', 'replication')
-  local node = string.match(info, 'run_id:(%x+)') .. ':' .. string.match(info, 'master_replid:(%x+)')
-  local stored = rcall('HMGET', seqKey, 'epoch', 'node')
-  if stored[1] and stored[2] == node then
-    epoch = stored[1]
-  else
-    -- The process's random run_id and the time to the microsecond (no two scripts of one
-    -- process run in the same one): unique whoever starts it, wherever.
-    local t = rcall('TIME')
-    epoch = string.sub(node, 1, 8) .. string.format('%x%05x', tonumber(t[1]), tonumber(t[2]))
-    rcall('HSET', seqKey, 'epoch', epoch, 'node', node)
-  end
-  return epoch
 end
 
+-- Publishes one event of the room; `extra` is its type's own fields as ',"name":value...'.
+-- Returns its seq and epoch.
 local function publish(user, kind, extra)
-  local e = currentEpoch()
+  local epoch = currentEpoch()
   local prev = tonumber(rcall('HGET', roomKey, '')) or 0
   local seq = rcall('HINCRBY', seqKey, 'n', 1)
   rcall('HSET', roomKey, '', seq)
-  local head = cjson.encode({ v = 2, type = kind, room = room, user = user, at = now, epoch = e, seq = seq, prev = prev })
+  local head = cjson.encode({ v = 2, type = kind, room = room, user = user, at = now, epoch = epoch, seq = seq, prev = prev })
   local event = string.sub(head, 1, -2) .. extra .. '}'
   if logLength > 0 then
     local id = rcall('XADD', logKey, 'MAXLEN', '~', logLength, '*', 'event', event)
     event = string.sub(event, 1, -2) .. ',"log":"' .. id .. '"}'
   end
-  rcall('SPUBLISH', channelPrefix .. room, event)
-  return seq
+  rcall('SPUBLISH', channel, event)
+  return seq, epoch
 end
 
 local function usersJson(users)
@@ -60,48 +62,9 @@ local function usersJson(users)
   return '[' .. table.concat(quoted, ',') .. ']'
 end
 
--- The room's members as this call last read them: a call announcing several leaves (a sweep)
--- reads them once, and keeps the list up to date with its own joins and leaves.
-local members
-
-local function knownMembers()
-  if not members then
-    members = {}
-    for _, field in ipairs(rcall('HKEYS', roomKey)) do
-      if field ~= '' then
-        members[#members + 1] = field
-      end
-    end
-  end
-  return members
-end
-
-local function memberJoined(user)
-  if members then
-    members[#members + 1] = user
-  end
-end
-
-local function memberLeft(user)
-  for i, member in ipairs(members or {}) do
-    if member == user then
-      table.remove(members, i)
-      return
-    end
-  end
-end
-
 -- ',"roster":[...],"count":n' for join and leave events: at most eventRosterLimit users.
 local function rosterFragment()
-  local count = memberCount()
-  local users = {}
-  if eventRosterLimit > 0 and count > 0 then
-    if count > eventRosterLimit and indexed() then
-      users = rcall('ZRANGE', indexKey, 0, eventRosterLimit - 1)
-    else
-      users = { unpack(knownMembers(), 1, math.min(count, eventRosterLimit)) }
-    end
-  end
+  local users, count = someMembers(eventRosterLimit)
   return ',"roster":' .. usersJson(users) .. ',"count":' .. count
 end
 

@@ -1,120 +1,77 @@
 --[[
-  Members expiring and leaving, with the events that say so, and the room's index of deadlines.
+  The room's members as a whole: how many, who (every field of the room hash but ''), its index
+  of deadlines, and the room's teardown once empty.
 ]]
 -- @include "room"
--- @include "record"
--- @include "events"
--- The safety net: the room's keys expire keyTtl after the last refresh (see heartbeat).
-local function refreshTtl()
-  rcall('PEXPIRE', roomKey, keyTtl)
-  rcall('PEXPIRE', indexKey, keyTtl)
-  rcall('PEXPIRE', dueKey, keyTtl)
+-- Rooms above INDEX_FROM members keep an index of deadlines; it goes at INDEX_UNTIL (hysteresis).
+local INDEX_FROM, INDEX_UNTIL = 128, 64
+
+local function memberCount()
+  local n = rcall('HLEN', roomKey)
+  return n > 0 and n - 1 or 0
 end
 
-local function save(user, rec)
-  rcall('HSET', roomKey, user, encode(rec))
+local function indexed()
+  return rcall('EXISTS', indexKey) == 1
 end
 
--- The index of a room that passed INDEX_FROM members: each member's deadline.
-local function buildIndex()
-  local all = rcall('HGETALL', roomKey)
-  local args = {}
+-- The members' ids as this call last read them: a call announcing several leaves (a sweep) reads
+-- them once, and keeps the list up to date with its own joins and leaves.
+local memberList
+
+-- Every member's id and record, in hash order; the list of ids is kept for later calls.
+local function readMembers()
+  local all, users, raws = rcall('HGETALL', roomKey), {}, {}
   for i = 1, #all, 2 do
     if all[i] ~= '' then
-      args[#args + 1] = deadline(decode(all[i + 1]))
-      args[#args + 1] = all[i]
+      users[#users + 1], raws[#raws + 1] = all[i], all[i + 1]
     end
   end
-  rcall('ZADD', indexKey, unpack(args))
+  memberList = { unpack(users) }
+  return users, raws
 end
 
--- The member leaves: a typing mark never outlives presence, so it stops first. An emptied room
--- goes with its keys and due entry; its next member starts a new chain of events.
-local function removeMember(user, rec, reason)
-  if rec.t then
-    publish(user, 'typing-stop', reasonFragment(rec.t + typingWindow <= now and 'expired' or 'left'))
+local function memberIds()
+  if not memberList then
+    memberList = {}
+    for _, field in ipairs(rcall('HKEYS', roomKey)) do
+      if field ~= '' then
+        memberList[#memberList + 1] = field
+      end
+    end
   end
-  rcall('HDEL', roomKey, user)
-  memberLeft(user)
-  local wasIndexed = indexed()
-  if wasIndexed then
-    rcall('ZREM', indexKey, user)
+  return memberList
+end
+
+local function listJoined(user)
+  if memberList then
+    memberList[#memberList + 1] = user
   end
-  local seq = publish(user, 'leave', reasonFragment(reason) .. rosterFragment())
+end
+
+local function listLeft(user)
+  for i, member in ipairs(memberList or {}) do
+    if member == user then
+      table.remove(memberList, i)
+      return
+    end
+  end
+end
+
+-- The first `limit` members: by deadline from the index of a big room, else in hash order.
+local function someMembers(limit)
   local count = memberCount()
-  if count == 0 then
-    rcall('DEL', roomKey, indexKey)
-    rcall('ZREM', dueKey, room)
-  elseif wasIndexed and count <= INDEX_UNTIL then
-    rcall('DEL', indexKey)
+  if limit == 0 or count == 0 then
+    return {}, count
   end
-  return seq
+  if count > limit and indexed() then
+    return rcall('ZRANGE', indexKey, 0, limit - 1), count
+  end
+  return { unpack(memberIds(), 1, math.min(count, limit)) }, count
 end
 
--- The member's last connection is gone: its leave waits for the grace (if any is set and not
--- already over by `at`), and its typing stops at once. Returns the record in its grace, or nil
--- and the seq of the leave published.
-local function lastConnectionGone(user, rec, reason, at)
-  if leaveGrace == 0 or at + leaveGrace <= now then
-    return nil, removeMember(user, rec, reason)
-  end
-  if rec.t then
-    publish(user, 'typing-stop', reasonFragment(rec.t + typingWindow <= now and 'expired' or 'left'))
-    rec.t = nil
-  end
-  rec.ids, rec.beats, rec.g, rec.r = {}, {}, at + leaveGrace, reason
-  save(user, rec)
-  rcall('ZADD', dueKey, 'LT', rec.g, room)
-  if indexed() then
-    rcall('ZADD', indexKey, 'LT', rec.g, user)
-  end
-  return rec
-end
-
--- Drops the record's expired connections and typing mark, publishing the overdue events. Returns
--- the record, or nil if the member thereby left, and counts: connections dropped, leaves, stops.
-local function expire(user, rec)
-  if rec.g then
-    removeMember(user, rec, rec.r)
-    return nil, 0, 1, 0
-  end
-  local ids, beats, dropped = {}, {}, 0
-  for i = 1, #rec.ids do
-    if rec.beats[i] + presenceWindow > now then
-      ids[#ids + 1], beats[#beats + 1] = rec.ids[i], rec.beats[i]
-    else
-      dropped = dropped + 1
-    end
-  end
-  if #ids == 0 then
-    local stops = rec.t and 1 or 0
-    local live = lastConnectionGone(user, rec, 'expired', lastSeen(rec) + presenceWindow)
-    return live, dropped, live and 0 or 1, stops
-  end
-  rec.ids, rec.beats = ids, beats
-  local stops = 0
-  if rec.t and rec.t + typingWindow <= now then
-    rec.t = nil
-    publish(user, 'typing-stop', reasonFragment('expired'))
-    stops = 1
-  end
-  save(user, rec)
-  return rec, dropped, 0, stops
-end
-
--- The member's live record, after anything overdue in it was expired and announced.
-local function settle(user, rec)
-  if rec and deadline(rec) <= now then
-    return (expire(user, rec))
-  end
-  return rec
-end
-
-local function findConnection(rec, conn)
-  for i = 1, #rec.ids do
-    if rec.ids[i] == conn then
-      return i
-    end
-  end
-  return nil
+-- An emptied room goes with its keys and due entry; its next member starts a new chain of events.
+local function dropRoom()
+  rcall('DEL', roomKey, indexKey)
+  rcall('ZREM', dueKey, room)
 end

@@ -4,6 +4,7 @@
   twice. Only replies a second run would not give again are kept, for the replay window.
 ]]
 -- @include "room"
+-- @include "options"
 do
   local kept = rcall('GET', replayKey)
   if kept then
@@ -12,6 +13,6 @@ do
 end
 
 local function remember(reply)
-  rcall('SET', replayKey, cjson.encode(reply), 'PX', tonumber(string.match(ARGV[4], '(%d+)$')))
+  rcall('SET', replayKey, cjson.encode(reply), 'PX', replayWindow)
   return reply
 end

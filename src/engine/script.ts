@@ -12,6 +12,8 @@ export type Arg = string | number | Buffer;
  */
 export interface Script<Input, Output> {
   readonly name: string;
+  /** The script's outcomes by code (0, 1, …), named as lua/<name>-N.lua names them. */
+  readonly outcomes?: readonly string[];
   args(input: Input): Arg[];
   decode(reply: Reply, input: Input): Output;
 }

@@ -34,3 +34,26 @@ describe("the Lua loader", () => {
     expect(scripts.get("heartbeat")!.numberOfKeys).to.equal(6);
   });
 });
+
+describe("outcome codes", () => {
+  it("are named alike, in the same order, by each script and its TypeScript decoder", async () => {
+    const modules = await Promise.all(
+      ["heartbeat", "leave", "setState", "startTyping", "stopTyping"].map(
+        (name) => import(`../../src/engine/scripts/${name}.js`) as Promise<Record<string, unknown>>,
+      ),
+    );
+    const scripts = loadScripts();
+    for (const module of modules) {
+      const script = Object.values(module)[0] as { name: string; outcomes: readonly string[] };
+      const lua = scripts.get(script.name)!.lua;
+      const named = /local OUTCOME = outcomes\(([^)]*)\)/.exec(lua)?.[1];
+      expect(named, script.name).to.be.a("string");
+      const names = [...named!.matchAll(/'([A-Za-z]+)'/g)].map((m) => m[1]);
+      expect(names, script.name).to.deep.equal([...script.outcomes]);
+      // Every outcome the script returns is one it named.
+      for (const [, used] of lua.matchAll(/OUTCOME\.([A-Za-z]+)/g)) {
+        expect(names, `${script.name} returns OUTCOME.${used}`).to.include(used);
+      }
+    }
+  });
+});

@@ -22,6 +22,7 @@ const OUTCOMES = ["refreshed", "joined", "full"] as const;
 
 export const heartbeat: Script<HeartbeatInput, HeartbeatResult> = {
   name: "heartbeat",
+  outcomes: OUTCOMES,
   args: ({ user, connection, state, capacity }) => [user, connection, state, capacity],
   decode: (reply) => {
     // A steady heartbeat replies 0 alone.

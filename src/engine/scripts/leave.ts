@@ -15,6 +15,7 @@ const OUTCOMES = ["absent", "removed", "left", "leaving"] as const;
 
 export const leave: Script<{ user: string; connection: Arg }, LeaveResult> = {
   name: "leave",
+  outcomes: OUTCOMES,
   args: ({ user, connection }) => [user, connection],
   decode: (reply) => {
     const outcome = reply.outcome(0, OUTCOMES);

@@ -12,6 +12,7 @@ const OUTCOMES = ["absent", "unchanged", "updated"] as const;
 
 export const setState: Script<{ user: string; state: string }, StateResult> = {
   name: "setState",
+  outcomes: OUTCOMES,
   args: ({ user, state }) => [user, state],
   decode: (reply) => {
     const outcome = reply.outcome(0, OUTCOMES);

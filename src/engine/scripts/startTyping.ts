@@ -13,6 +13,7 @@ const OUTCOMES = ["absent", "refreshed", "started"] as const;
 
 export const startTyping: Script<{ user: string }, TypingResult> = {
   name: "startTyping",
+  outcomes: OUTCOMES,
   args: ({ user }) => [user],
   decode: (reply) => {
     const outcome = reply.outcome(0, OUTCOMES);

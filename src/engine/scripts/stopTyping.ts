@@ -7,8 +7,14 @@ export interface StopTypingResult {
   event: EventId | null;
 }
 
+const OUTCOMES = ["notTyping", "stopped"] as const;
+
 export const stopTyping: Script<{ user: string }, StopTypingResult> = {
   name: "stopTyping",
+  outcomes: OUTCOMES,
   args: ({ user }) => [user],
-  decode: (reply) => ({ stopped: reply.int(0) === 1, event: reply.event(1) }),
+  decode: (reply) => ({
+    stopped: reply.outcome(0, OUTCOMES) === "stopped",
+    event: reply.event(1),
+  }),
 };

@@ -1,0 +1,7 @@
+-- What only a change needs, sent as one argument (ARGV[4]) and read here once:
+-- 'eventRosterLimit logLength leaveGraceMs replayWindowMs'.
+local eventRosterLimit, logLength, leaveGrace, replayWindow
+do
+  local a, b, c, d = string.match(ARGV[4], '^(%d+) (%d+) (%d+) (%d+)$')
+  eventRosterLimit, logLength, leaveGrace, replayWindow = tonumber(a), tonumber(b), tonumber(c), tonumber(d)
+end
