@@ -54,11 +54,18 @@ export function expandIncludes(
   return expand(source, where);
 }
 
-/** Reads a folder of scripts: names and key counts from the file names, includes expanded. */
-export function loadScripts(dir: URL = LUA_DIR): ReadonlyMap<string, LuaScript> {
+/**
+ * Reads a folder of scripts: names and key counts from the file names, includes expanded. An
+ * include named in `replaced` is taken from there instead of include/<name>.lua.
+ */
+export function loadScripts(
+  dir: URL = LUA_DIR,
+  replaced: Readonly<Record<string, string>> = {},
+): ReadonlyMap<string, LuaScript> {
   const files = readdirSync(dir).filter((f) => f.endsWith(".lua"));
   if (files.length === 0) throw new Error(`rollcall: no Lua scripts in ${dir.pathname}`);
   const readInclude = (name: string) => {
+    if (Object.hasOwn(replaced, name)) return replaced[name];
     try {
       return readFileSync(new URL(`include/${name}.lua`, dir), "utf8");
     } catch {

@@ -1,4 +1,5 @@
 import { Redis, type RedisOptions } from "ioredis";
+import "./clock.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/dev/embedded.js";
 import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
 

@@ -1,0 +1,30 @@
+import { readFileSync } from "node:fs";
+import type { Cluster, Redis } from "ioredis";
+import { Layout } from "../../src/engine/layout.js";
+import { replaceIncludes } from "../../src/engine/script.js";
+import type { Rollcall } from "../../src/index.js";
+
+// Every Rollcall a test makes runs its scripts on a clock the test can move (it is Redis's own
+// until a test moves or stops it).
+replaceIncludes({ clock: readFileSync(new URL("./lua/clock.lua", import.meta.url), "utf8") });
+
+type Client = Redis | Cluster;
+
+function clockKeys(rollcall: Rollcall): string[] {
+  const { prefix, buckets } = rollcall.settings;
+  const layout = new Layout(prefix, buckets);
+  return Array.from({ length: buckets }, (_, b) => `${layout.tag(b)}:test-clock`);
+}
+
+/**
+ * Moves Redis's clock, as a deployment's scripts read it, forward by `ms` in every bucket: what
+ * a test would otherwise wait for (a window, a grace) passes at once. Time goes on flowing.
+ */
+export async function advanceClock(redis: Client, rollcall: Rollcall, ms: number): Promise<void> {
+  await Promise.all(clockKeys(rollcall).map((key) => redis.incrby(key, ms)));
+}
+
+/** Stops the deployment's clock at `at` (ms since the epoch): time moves only when set again. */
+export async function stopClock(redis: Client, rollcall: Rollcall, at: number): Promise<void> {
+  await Promise.all(clockKeys(rollcall).map((key) => redis.set(key, `@${at}`)));
+}
