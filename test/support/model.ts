@@ -125,7 +125,7 @@ export class PresenceModel {
       slot = rec.conns.length;
       if (slot + 1 > MAX_CONNECTIONS) {
         slot = 0;
-        rec.conns.forEach((c, i) => (c.beat < rec!.conns[slot]!.beat ? (slot = i) : undefined));
+        rec.conns.forEach((c, i) => (c.beat < rec.conns[slot]!.beat ? (slot = i) : undefined));
       }
       rec.conns[slot] = { id: conn, beat: 0 };
     }
