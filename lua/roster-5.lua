@@ -8,13 +8,14 @@
   ARGV[5] most members to return
 
   Reply: {epoch, seq, member count, the bucket log's last entry id or '' (events of the room
-  after the snapshot come after it in the log), then per member returned: user, connections,
-  lastSeenMs, joinedAtMs, typedAtMs or 0, end of the leave grace or 0, state JSON or ''}
+  after the snapshot come after it in the log), Redis's time, then per member returned: user,
+  connections, lastSeenMs, joinedAtMs, typedAtMs or 0, end of the leave grace or 0, state JSON
+  or ''}
 ]]
 -- @include "record"
 -- @include "events"
 local limit = tonumber(ARGV[5])
-local reply = { currentEpoch(), 0, memberCount(), '' }
+local reply = { currentEpoch(), 0, memberCount(), '', now }
 if logLength > 0 then
   local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
   reply[4] = last and last[1] or '0-0'

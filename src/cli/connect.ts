@@ -1,9 +1,9 @@
 import { Cluster, Redis } from "ioredis";
-import { Layout } from "../engine/layout.js";
+import { deploymentKey, storedSettings } from "../engine/deployment.js";
 import { Rollcall } from "../engine/rollcall.js";
 import type { Client } from "../engine/script.js";
 import { deploymentFields, settle, type RollcallOptions } from "../engine/settings.js";
-import { InvalidInputError, RedisCallError } from "../protocol/errors.js";
+import { InvalidInputError } from "../protocol/errors.js";
 import type { Target } from "./args.js";
 import { CliError } from "./errors.js";
 
@@ -90,16 +90,6 @@ function whenReady(client: Client): Promise<void> {
   });
 }
 
-/** The settings the deployment stored (field, value, ...), empty when none are. */
-export async function storedSettings(client: Client, prefix: string): Promise<string[]> {
-  const key = deploymentKey(prefix);
-  try {
-    return Object.entries(await client.hgetall(key)).flat();
-  } catch (error) {
-    throw new RedisCallError(`read of ${key}`, error);
-  }
-}
-
 /**
  * A Rollcall on the deployment's own stored settings, checked by ready(): nothing to repeat, and
  * nothing stored by accident, since the CLI never runs where no instance has.
@@ -146,40 +136,6 @@ export async function withClient<T>(
   } finally {
     client.disconnect();
   }
-}
-
-/**
- * Redis's clock, in ms, on the node that holds `key`: TIME names no key, so it rides a pipeline
- * that the key routes (on a single Redis, simply TIME).
- */
-export async function timeNear(client: Client, key: string): Promise<number> {
-  const [, time] = await pipelined(client.pipeline().exists(key).time());
-  return redisMs(time);
-}
-
-/** TIME's reply in ms. */
-export function redisMs(time: unknown): number {
-  const [seconds, micros] = time as [string, string];
-  return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
-}
-
-/** A pipeline's replies, or its first error. */
-export async function pipelined(pipeline: ReturnType<Client["pipeline"]>): Promise<unknown[]> {
-  let replies;
-  try {
-    replies = await pipeline.exec();
-  } catch (error) {
-    throw new RedisCallError("pipeline", error);
-  }
-  return (replies ?? []).map(([error, reply]) => {
-    if (error) throw new RedisCallError("pipeline", error);
-    return reply;
-  });
-}
-
-/** The deployment key names no bucket: any bucket count builds it. */
-export function deploymentKey(prefix: string): string {
-  return new Layout(prefix, 1).deployment;
 }
 
 /** A URL without its password, for messages. */

@@ -1,11 +1,19 @@
 import { randomBytes } from "node:crypto";
-import { SettingsMismatchError } from "../protocol/errors.js";
+import { RedisCallError, SettingsMismatchError, UnexpectedReplyError } from "../protocol/errors.js";
 import { checkId } from "../protocol/ids.js";
 import { integer, knownKeys } from "../protocol/options.js";
 import { encodeState, type MemberState } from "../protocol/state.js";
-import type { EventId, EventType } from "../protocol/events.js";
+import {
+  checkEvent,
+  type EventId,
+  type EventType,
+  type PresenceEvent,
+} from "../protocol/events.js";
+import { subscriberConnection } from "./connections.js";
+import { LogGroup, records } from "./eventLog.js";
 import { Layout } from "./layout.js";
 import { Metrics } from "./metrics.js";
+import { collectStats, type BucketStats } from "./stats.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
 import { deployment } from "./scripts/deployment.js";
 import { dueRooms, type DueRooms } from "./scripts/dueRooms.js";
@@ -33,6 +41,7 @@ const SWEEP_BATCH = 16;
  */
 export class Rollcall {
   readonly settings: Settings;
+  /** @internal Where everything lives in Redis: the engine's alone (tests look, too). */
   readonly layout: Layout;
   /** Where this instance and the runtime parts built on it record their metrics. */
   readonly metrics: Metrics;
@@ -45,6 +54,7 @@ export class Rollcall {
   private calls = 0;
 
   constructor(
+    /** @internal The application's client: only the engine runs commands on it. */
     readonly redis: Client,
     options?: RollcallOptions,
   ) {
@@ -154,6 +164,47 @@ export class Rollcall {
     return this.scripts.run(dueRooms, [this.layout.due(bucket)], [], { limit });
   }
 
+  /**
+   * The room's events logged after the log entry `after` (the log must be on), reading at most
+   * `limit` entries of its bucket's log: what a replica that saw a gap replays instead of taking a
+   * snapshot. Entries the log no longer holds are simply missing, and the events' chain shows it.
+   */
+  async readLog(room: string, after: string, limit = 1_000): Promise<PresenceEvent[]> {
+    const key = this.layout.log(this.layout.room(checkId("room", room)).bucket);
+    let entries: [string, string[]][];
+    try {
+      entries = await this.redis.xrange(key, `(${after}`, "+", "COUNT", limit);
+    } catch (error) {
+      throw new RedisCallError("log read", error);
+    }
+    const events: PresenceEvent[] = [];
+    for (const { id, json } of records(entries)) {
+      const event = parseLogged(json);
+      if (event.room === room) events.push({ ...event, log: id });
+    }
+    return events;
+  }
+
+  /** Every bucket's rooms, users, connections and typists, its sweep backlog and its events. */
+  async stats(): Promise<BucketStats[]> {
+    await this.ready();
+    return collectStats(this.redis, this.layout, async (room) => {
+      const r = await this.call(roster, room, { room, limit: 100_000 }, false);
+      const connections = r.members.reduce((sum, m) => sum + m.connections, 0);
+      return { users: r.count, connections, typing: r.typing.length };
+    });
+  }
+
+  /** A consumer group's access to every bucket's log, on a connection of its own. */
+  logGroup(group: string, consumer: string, onError: (error: RedisCallError) => void): LogGroup {
+    return new LogGroup(this.redis, this.layout, group, consumer, onError);
+  }
+
+  /** @internal A connection of its own for a Subscriber's channels. */
+  subscriberConnection(): Client {
+    return subscriberConnection(this.redis);
+  }
+
   /** The pub/sub channel of a room's events (sharded: it lives in the room's hash slot). */
   channel(room: string): string {
     return this.layout.room(checkId("room", room)).channel;
@@ -210,5 +261,14 @@ export class Rollcall {
 
   private encode(state: MemberState): string {
     return encodeState(state, this.settings.maxStateBytes);
+  }
+}
+
+/** A logged event's JSON, checked like a published one. */
+export function parseLogged(json: string | null): PresenceEvent {
+  try {
+    return checkEvent(JSON.parse(json ?? ""));
+  } catch {
+    throw new UnexpectedReplyError("log entry", json);
   }
 }

@@ -10,7 +10,6 @@ import { FrameError, SUBPROTOCOL } from "../protocol/frames.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import type { MemberState } from "../protocol/state.js";
 import { reportError } from "../runtime/background.js";
-import { readLogSince } from "../runtime/log.js";
 import { Subscriber, type Subscription } from "../runtime/subscriber.js";
 import { Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import {
@@ -344,7 +343,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     const after = feed.log;
     if (this.rollcall.settings.logLength > 0 && after !== undefined) {
       // A gap the log no longer fills reaches the clients as one, and they resync.
-      for (const event of await readLogSince(this.rollcall, room, after)) feed.receive(event, send);
+      for (const event of await this.rollcall.readLog(room, after)) feed.receive(event, send);
       return;
     }
     await Promise.all([...feed.deliveries.keys()].map((session) => this.snapshot(session, room)));

@@ -1,9 +1,10 @@
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
-import type { Cluster, Redis } from "ioredis";
-import type { Rollcall } from "../engine/rollcall.js";
-import { RedisCallError, RollcallError, UnexpectedReplyError } from "../protocol/errors.js";
-import { checkEvent, type PresenceEvent } from "../protocol/events.js";
+import type { LogGroup, LogRecord } from "../engine/eventLog.js";
+import { isGroupLost } from "../engine/eventLog.js";
+import { parseLogged, type Rollcall } from "../engine/rollcall.js";
+import { RedisCallError, RollcallError } from "../protocol/errors.js";
+import type { PresenceEvent } from "../protocol/events.js";
 import { Loop, reportError } from "./background.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 
@@ -40,7 +41,6 @@ interface LogConsumerEvents {
   trimmed: [entry: LogEntry];
 }
 
-type StreamEntries = [id: string, fields: string[]][];
 const NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
 
 /**
@@ -60,7 +60,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   private readonly pollMs: number;
   private readonly claimIdleMs: number;
   private readonly maxAttempts: number;
-  private readonly connection: Redis | Cluster;
+  private readonly log: LogGroup;
   private readonly attempts = new Map<string, number>();
   /** Buckets whose group exists, and whose own pending entries were read since the start. */
   private readonly ready = new Set<number>();
@@ -101,11 +101,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
     this.claimIdleMs = integer("claimIdleMs", o.claimIdleMs ?? 30_000, 1, 86_400_000);
     this.maxAttempts = integer("maxAttempts", o.maxAttempts ?? 5, 1, 1_000);
     // Its own connection: the user's client must never wait behind these reads.
-    const redis = rollcall.redis;
-    this.connection = redis.isCluster
-      ? (redis as Cluster).duplicate()
-      : (redis as Redis).duplicate();
-    this.connection.on("error", (error: Error) => this.report(new RedisCallError("log", error)));
+    this.log = rollcall.logGroup(this.group, this.consumer, (error) => this.report(error));
     this.loop = new Loop(
       async () => ((await this.consumeOnce()) > 0 ? 0 : this.pollMs),
       (error) =>
@@ -122,7 +118,7 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   /** Stops after the pass in flight (its handled events acknowledged) and closes the connection. */
   async stop(): Promise<void> {
     await this.loop.stop();
-    this.connection.disconnect();
+    this.log.close();
   }
 
   /**
@@ -137,31 +133,26 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
   }
 
   private async consumeBucket(bucket: number): Promise<number> {
-    const key = this.rollcall.layout.log(bucket);
-    if (!this.ready.has(bucket)) await this.createGroup(bucket, key);
+    if (!this.ready.has(bucket)) {
+      await this.log.create(
+        bucket,
+        this.from === "end" && !this.lost.has(bucket) ? "end" : "start",
+      );
+      this.ready.add(bucket);
+    }
     try {
       let handled = 0;
       // After a restart, this consumer's own pending entries come first: delivered, not done.
       if (!this.recovered.has(bucket)) {
-        handled += await this.handle(bucket, await this.read(key, "0"));
+        handled += await this.handle(bucket, await this.log.read(bucket, "pending", this.batch));
         this.recovered.add(bucket);
       }
-      handled += await this.handle(bucket, await this.read(key, ">"));
-      const claimed = (await this.call(() =>
-        this.connection.xautoclaim(
-          key,
-          this.group,
-          this.consumer,
-          this.claimIdleMs,
-          "0-0",
-          "COUNT",
-          this.batch,
-        ),
-      )) as [string, StreamEntries, string[]];
-      for (const id of claimed[2] ?? []) this.tell("trimmed", { bucket, id });
-      return handled + (await this.handle(bucket, claimed[1]));
+      handled += await this.handle(bucket, await this.log.read(bucket, "new", this.batch));
+      const claimed = await this.log.claim(bucket, this.claimIdleMs, this.batch);
+      for (const id of claimed.deleted) this.tell("trimmed", { bucket, id });
+      return handled + (await this.handle(bucket, claimed.records));
     } catch (error) {
-      if (!String(error).includes("NOGROUP")) throw error;
+      if (!isGroupLost(error)) throw error;
       // The stream and its group are gone (Redis lost its data): the next pass makes them again,
       // from the stream's start, since all it will hold came after the loss.
       this.ready.delete(bucket);
@@ -171,46 +162,19 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
     }
   }
 
-  private async createGroup(bucket: number, key: string): Promise<void> {
-    const from = this.from === "end" && !this.lost.has(bucket) ? "$" : "0";
-    try {
-      await this.connection.xgroup("CREATE", key, this.group, from, "MKSTREAM");
-    } catch (error) {
-      if (!String(error).includes("BUSYGROUP")) throw new RedisCallError("log group", error);
-    }
-    this.ready.add(bucket);
-  }
-
-  private async read(key: string, from: "0" | ">"): Promise<StreamEntries> {
-    const reply = (await this.call(() =>
-      this.connection.xreadgroup(
-        "GROUP",
-        this.group,
-        this.consumer,
-        "COUNT",
-        this.batch,
-        "STREAMS",
-        key,
-        from,
-      ),
-    )) as [string, StreamEntries][] | null;
-    return reply?.[0]?.[1] ?? [];
-  }
-
-  private async handle(bucket: number, entries: StreamEntries): Promise<number> {
-    const key = this.rollcall.layout.log(bucket);
+  private async handle(bucket: number, entries: LogRecord[]): Promise<number> {
     const done: string[] = [];
     const count = (outcome: string) =>
       this.rollcall.metrics.add("rollcall.log.entries", 1, { group: this.group, outcome });
-    for (const [id, fields] of entries) {
+    for (const { id, json } of entries) {
       // A pending entry whose data was trimmed comes back with no fields: it can only be let go.
-      if (!fields || fields.length < 2) {
+      if (json === null) {
         this.tell("trimmed", { bucket, id });
         done.push(id);
         continue;
       }
       try {
-        await this.handler(parse(fields[1]!), { bucket, id });
+        await this.handler(parseLogged(json), { bucket, id });
         done.push(id);
         this.attempts.delete(id);
         count("ok");
@@ -229,16 +193,8 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
         }
       }
     }
-    if (done.length > 0) await this.call(() => this.connection.xack(key, this.group, ...done));
+    await this.log.ack(bucket, done);
     return done.length;
-  }
-
-  private async call<T>(command: () => Promise<T>): Promise<T> {
-    try {
-      return await command();
-    } catch (error) {
-      throw new RedisCallError("log", error);
-    }
   }
 
   private tell(name: "trimmed", entry: LogEntry): void {
@@ -252,36 +208,5 @@ export class LogConsumer extends EventEmitter<LogConsumerEvents> {
 
   private report(error: unknown): void {
     reportError(this, error);
-  }
-}
-
-/**
- * The room's events logged after a log entry id, at most `limit` entries of its bucket read:
- * what a replica that saw a gap may replay instead of taking a snapshot. Entries the log no
- * longer holds are simply missing, and the replica's chain shows it.
- */
-export async function readLogSince(
-  rollcall: Rollcall,
-  room: string,
-  after: string,
-  limit = 1_000,
-): Promise<PresenceEvent[]> {
-  const key = rollcall.layout.log(rollcall.layout.room(room).bucket);
-  let entries: StreamEntries;
-  try {
-    entries = await rollcall.redis.xrange(key, `(${after}`, "+", "COUNT", limit);
-  } catch (error) {
-    throw new RedisCallError("log read", error);
-  }
-  return entries
-    .map(([id, fields]) => ({ ...parse(fields[1] ?? ""), log: id }))
-    .filter((event) => event.room === room);
-}
-
-function parse(json: string): PresenceEvent {
-  try {
-    return checkEvent(JSON.parse(json));
-  } catch {
-    throw new UnexpectedReplyError("log entry", json);
   }
 }

@@ -1,5 +1,4 @@
 import { EventEmitter } from "node:events";
-import type { Cluster, Redis } from "ioredis";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { Client } from "../engine/script.js";
 import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
@@ -80,7 +79,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
     this.relay =
       callback<NonNullable<SubscriberOptions["relay"]>>("relay", relay) ??
       ((_channel, message, deliver) => deliver(message));
-    this.connection = subscriberConnection(rollcall.redis);
+    this.connection = rollcall.subscriberConnection();
     this.connection.on("smessage", (channel: string, message: string) => {
       // This runs inside the connection's reply parser: a throw here would corrupt the connection.
       try {
@@ -273,23 +272,4 @@ function checkTypes(types: unknown): ReadonlySet<EventType> | null {
     }
   }
   return new Set(types as EventType[]);
-}
-
-/**
- * A connection of its own, since a subscribed connection is no place for the engine's calls.
- * After a reconnect rollcall subscribes every room again itself and waits for Redis to confirm,
- * so that it knows when a snapshot is safe; standalone, ioredis's own re-subscribing is off. A
- * Cluster needs `shardedSubscribers` for sharded pub/sub: one subscriber connection per shard.
- */
-function subscriberConnection(client: Client): Client {
-  // isCluster, never instanceof: a second copy of ioredis in the app would make that false.
-  // A periodic refresh of the slots: ioredis 6 has none by default, and a subscriber whose
-  // channels a failover moved must learn it even if the refresh that followed saw the old map.
-  if (client.isCluster) {
-    return (client as Cluster).duplicate([], {
-      shardedSubscribers: true,
-      slotsRefreshInterval: 1_000,
-    });
-  }
-  return (client as Redis).duplicate({ autoResubscribe: false });
 }

@@ -8,7 +8,6 @@ import {
   type RosterChange,
 } from "../protocol/replica.js";
 import { Pause } from "./background.js";
-import { readLogSince } from "./log.js";
 import type { Subscriber, Subscription } from "./subscriber.js";
 
 /**
@@ -156,7 +155,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     const { rollcall } = this.subscriber;
     const after = this.replica.log;
     if (rollcall.settings.logLength === 0 || after === undefined || this.lost) return false;
-    const events = await readLogSince(rollcall, this.room, after);
+    const events = await rollcall.readLog(this.room, after);
     if (this.wanted !== null || this.isClosed) return false;
     const outcome = this.replica.recover(events);
     for (const change of outcome.changes) this.tell(() => this.emit("change", change));

@@ -1,7 +1,8 @@
+import { deploymentKey, storedSettings } from "../../engine/deployment.js";
 import { deploymentFields, differences, settle } from "../../engine/settings.js";
 import { InvalidInputError } from "../../protocol/errors.js";
 import type { Command } from "../args.js";
-import { deploymentKey, storedSettings, withClient } from "../connect.js";
+import { withClient } from "../connect.js";
 import { badValue } from "../errors.js";
 import { paint, print } from "../format.js";
 

@@ -1,5 +1,5 @@
 import type { Command } from "../args.js";
-import { deploymentRollcall, timeNear, withClient } from "../connect.js";
+import { deploymentRollcall, withClient } from "../connect.js";
 import { compactJson, duration, paint, print } from "../format.js";
 import { table } from "../table.js";
 
@@ -12,9 +12,7 @@ export async function roster({ args: [room = ""], json, target }: Command): Prom
       print(JSON.stringify(r, null, 2));
       return;
     }
-    // After the roster, on the room's own node: no age comes out negative.
-    const now = await timeNear(client, rollcall.layout.room(room).keys[0]);
-    const ago = (at: number) => `${duration(now - at)} ago`;
+    const ago = (at: number) => `${duration(r.at - at)} ago`;
     print(
       `${paint("bold", room)}: ${r.count} present, ${r.typing.length} typing ` +
         paint("dim", `(epoch ${r.epoch}, seq ${r.seq})`),

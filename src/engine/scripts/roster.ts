@@ -34,8 +34,12 @@ export interface Roster {
   typing: string[];
   /** With the log on: the bucket log's last entry id then; the room's later events follow it. */
   log?: string;
+  /** Redis's time when the snapshot was read, ms: what its members' times are ages against. */
+  at: number;
 }
 
+/** Fields before the members, and per member. */
+const HEADER = 5;
 const FIELDS = 7;
 
 function state(reply: Reply, index: number): MemberState | null {
@@ -53,7 +57,7 @@ export const roster: Script<{ room: string; limit: number }, Roster> = {
   args: ({ limit }) => [limit],
   decode: (reply, { room }) => {
     const members: RosterMember[] = [];
-    for (let i = 4; i < reply.length; i += FIELDS) {
+    for (let i = HEADER; i < reply.length; i += FIELDS) {
       const typedAt = reply.int(i + 4);
       const leavingAt = reply.int(i + 5);
       members.push({
@@ -75,6 +79,7 @@ export const roster: Script<{ room: string; limit: number }, Roster> = {
       seq: reply.int(1),
       count: reply.int(2),
       members,
+      at: reply.int(4),
       typing: members.filter((m) => m.typedAt !== null).map((m) => m.user),
     };
   },
