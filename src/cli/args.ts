@@ -1,6 +1,6 @@
 import { parseArgs } from "node:util";
 import { InvalidInputError } from "../protocol/errors.js";
-import { settle } from "../engine/settings.js";
+import { resolveSettings } from "../engine/settings.js";
 import { badValue, usageError } from "./errors.js";
 
 export const USAGE = `Usage: rollcall [--redis URL | --cluster HOST:PORT,...] [--prefix P] COMMAND [ARGS]
@@ -168,7 +168,7 @@ function target(values: { redis?: string; cluster?: string; prefix?: string }): 
 /** The library's own rule for prefixes, so that a typo is a usage error, not an empty result. */
 function checkedPrefix(prefix: string): string {
   try {
-    return settle({ prefix }).prefix;
+    return resolveSettings({ prefix }).prefix;
   } catch (error) {
     if (error instanceof InvalidInputError) throw badValue(error.message);
     throw error;

@@ -2,7 +2,7 @@ import { Cluster, Redis } from "ioredis";
 import { deploymentKey, storedSettings } from "../engine/deployment.js";
 import { Rollcall } from "../engine/rollcall.js";
 import type { Client } from "../engine/script.js";
-import { deploymentFields, settle, type RollcallOptions } from "../engine/settings.js";
+import { deploymentFields, resolveSettings, type RollcallOptions } from "../engine/settings.js";
 import { InvalidInputError } from "../protocol/errors.js";
 import type { Target } from "./args.js";
 import { CliError } from "./errors.js";
@@ -107,7 +107,7 @@ export async function deploymentRollcall(
       `no deployment here: ${key} is empty (no rollcall instance has run with prefix ${prefix}; see --prefix, --redis, --cluster)`,
     );
   }
-  const shared = new Set(deploymentFields(settle()).filter((_, i) => i % 2 === 0));
+  const shared = new Set(deploymentFields(resolveSettings()).filter((_, i) => i % 2 === 0));
   shared.delete("layout");
   const settings: Record<string, number> = {};
   for (let i = 0; i + 1 < stored.length; i += 2) {

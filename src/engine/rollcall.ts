@@ -27,7 +27,7 @@ import { sweepRoom, type SweepCounts } from "./scripts/sweepRoom.js";
 import {
   deploymentFields,
   differences,
-  settle,
+  resolveSettings,
   type RollcallOptions,
   type Settings,
 } from "./settings.js";
@@ -58,7 +58,7 @@ export class Rollcall {
     readonly redis: Client,
     options?: RollcallOptions,
   ) {
-    this.settings = settle(options);
+    this.settings = resolveSettings(options);
     this.metrics = new Metrics(options?.meter);
     this.layout = new Layout(this.settings.prefix, this.settings.buckets);
     this.scripts = new Scripts(redis);

@@ -65,7 +65,7 @@ const PREFIX = /^[A-Za-z0-9_.:-]{1,64}$/;
 const DAY = 86_400_000;
 
 /** Fills in defaults and checks every option, and how they relate, before anything runs. */
-export function settle(options?: RollcallOptions): Settings {
+export function resolveSettings(options?: RollcallOptions): Settings {
   const o = { ...DEFAULTS, ...knownKeys(options, [...Object.keys(DEFAULTS), "meter"]) };
   if (typeof o.prefix !== "string" || !PREFIX.test(o.prefix)) {
     invalidOption(`prefix must match ${String(PREFIX)}, got ${JSON.stringify(o.prefix)}`);

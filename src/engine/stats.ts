@@ -11,7 +11,7 @@ export interface BucketStats {
   users: number;
   connections: number;
   typing: number;
-  /** Rooms whose due score has passed (Redis's time): what the sweepers have yet to settle. */
+  /** Rooms whose due score has passed (Redis's time): what the sweepers have yet to sweep. */
   backlog: number;
   /** How long the oldest of them has been due, ms, or null when nothing is: the sweepers' lag. */
   lagMs: number | null;

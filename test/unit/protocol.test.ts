@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import fc from "fast-check";
-import { settle } from "../../src/engine/settings.js";
+import { resolveSettings } from "../../src/engine/settings.js";
 import { backoff } from "../../src/protocol/backoff.js";
 import { InvalidInputError, RedisCallError } from "../../src/protocol/errors.js";
 import { checkEvent, parseEvent } from "../../src/protocol/events.js";
@@ -121,8 +121,8 @@ describe("events", () => {
 
 describe("options", () => {
   it("fills in defaults and checks how the windows relate", () => {
-    expect(settle()).to.include({ presenceWindowMs: 45_000, buckets: 16, logLength: 0 });
-    expect(settle(null as never)).to.include({ typingWindowMs: 5_000 });
+    expect(resolveSettings()).to.include({ presenceWindowMs: 45_000, buckets: 16, logLength: 0 });
+    expect(resolveSettings(null as never)).to.include({ typingWindowMs: 5_000 });
     const bad = [
       { typingWindowMs: 45_000 },
       { keyTtlMs: 100_000 },
@@ -131,7 +131,8 @@ describe("options", () => {
       { prefix: "a b" },
       { nope: 1 },
     ];
-    for (const options of bad) expect(codeOf(() => settle(options))).to.equal("INVALID_OPTION");
+    for (const options of bad)
+      expect(codeOf(() => resolveSettings(options))).to.equal("INVALID_OPTION");
   });
 
   it("takes null as no options and refuses arrays and strings", () => {

@@ -1,5 +1,5 @@
 import { deploymentKey, storedSettings } from "../../engine/deployment.js";
-import { deploymentFields, differences, settle } from "../../engine/settings.js";
+import { deploymentFields, differences, resolveSettings } from "../../engine/settings.js";
 import { InvalidInputError } from "../../protocol/errors.js";
 import type { Command } from "../args.js";
 import { withClient } from "../connect.js";
@@ -14,7 +14,7 @@ import { paint, print } from "../format.js";
 export async function check({ settings, target }: Command): Promise<number> {
   let ours: string[];
   try {
-    ours = deploymentFields(settle({ ...settings, prefix: target.prefix }));
+    ours = deploymentFields(resolveSettings({ ...settings, prefix: target.prefix }));
   } catch (error) {
     if (error instanceof InvalidInputError) throw badValue(error.message);
     throw error;
