@@ -16,8 +16,8 @@ import { median } from "./stats.js";
 
 /**
  * What redis-benchmark runs, in the same run and side by side: `noop` a script that only reads
- * the time (the floor of any script call with rollcall's keys and arguments), `naive` the seed's
- * update_presence as one script, `rollcall` the real steady heartbeat.
+ * the time (the floor of any script call with rollcall's keys and arguments), `naive` the
+ * baseline's update_presence as one script, `rollcall` the real steady heartbeat.
  */
 export const CEILING_SCRIPTS = ["noop", "naive", "rollcall"] as const;
 export type CeilingScript = (typeof CEILING_SCRIPTS)[number];
@@ -67,7 +67,7 @@ const DEPLOYMENT: RollcallOptions = {
   keyTtlMs: 30 * 86_400_000,
   buckets: 1,
 };
-/** The seed's tracker with the same window: EXPIRE 3 windows. */
+/** The baseline's tracker with the same window: EXPIRE 3 windows. */
 const NAIVE_WINDOW_S = 3_600;
 
 interface Population {
@@ -89,7 +89,7 @@ export class Ceiling {
     readonly version: string,
   ) {}
 
-  /** Makes the users present, in rollcall's layout and the seed's, and builds the commands. */
+  /** Makes the users present, in rollcall's layout and the baseline's, and builds the commands. */
   static async prepare(lab: Lab, config: CeilingConfig): Promise<Ceiling> {
     const client = lab.connect({ enableAutoPipelining: true });
     const noop = await loadScript(lab, TIME_ONLY);
@@ -156,12 +156,12 @@ export class Ceiling {
     return runs;
   }
 
-  /** The seed's ZADD adds a user it did not find: every draw must have hit a present one. */
+  /** The baseline's ZADD adds a user it did not find: every draw must have hit a present one. */
   private async checkNaiveUnchanged(p: Population): Promise<void> {
     const sizes = await Promise.all(p.naiveKeys.map((key) => this.lab.admin.zcard(key)));
     const members = sizes.reduce((a, b) => a + b, 0);
     if (members !== p.roomSize * p.roomSize) {
-      throw new Error(`the seed's scripted heartbeat left ${members} members, not ${p.roomSize}²`);
+      throw new Error(`the scripted baseline left ${members} members, not ${p.roomSize}²`);
     }
   }
 }

@@ -25,8 +25,8 @@ const SCRIPT_COLOR: Record<CeilingScript, string> = {
 
 const NAME: Record<LatencyResult["variant"], string> = {
   rollcall: "rollcall",
-  naive: "seed",
-  multi: "seed MULTI/EXEC",
+  naive: "baseline",
+  multi: "baseline MULTI/EXEC",
   [ROUND_TRIP]: "one round trip (PING)",
 };
 
@@ -173,7 +173,7 @@ export function chart(r: Results): string {
     r.memory.rows.map((row) => ({
       name: `rooms of ${row.roomSize}`,
       bars: [
-        { label: "seed", value: row.naive.perUser.memoryUsage, color: COLOR.naive },
+        { label: "baseline", value: row.naive.perUser.memoryUsage, color: COLOR.naive },
         ...row.cells
           .filter((c) => c.variant === "a" || c.variant === "b")
           .map((c) => ({
@@ -190,7 +190,7 @@ export function chart(r: Results): string {
     `<svg xmlns="http://www.w3.org/2000/svg" width="${WIDTH}" height="${height}" ` +
       `viewBox="0 0 ${WIDTH} ${height}" font-family="sans-serif" font-size="12">`,
     `<rect width="${WIDTH}" height="${height}" fill="white"/>`,
-    text(20, 24, "rollcall vs the seed's tracker", 'font-size="17" font-weight="bold"'),
+    text(20, 24, "rollcall vs the baseline's tracker", 'font-size="17" font-weight="bold"'),
     text(20, 40, headline(r), 'fill="#555"'),
     throughput,
     latency,

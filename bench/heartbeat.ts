@@ -44,7 +44,7 @@ export function beater(variant: Variant, redis: Redis): Beat {
   return BEATS[variant](redis);
 }
 
-/** Makes every member present, in rollcall's layout and in the seed's. */
+/** Makes every member present, in rollcall's layout and in the baseline's. */
 export async function populate(lab: Lab, population: readonly Member[]): Promise<void> {
   const client = lab.connect({ enableAutoPipelining: true });
   for (const variant of ["rollcall", "naive"] as const) {

@@ -5,8 +5,8 @@
  */
 
 /**
- * The seed's update_presence as one script: the time (Redis's, where the seed reads its own
- * clock), then ZSCORE, ZADD, EXPIRE on the room's sorted set, exactly the seed's three commands.
+ * The baseline's update_presence as one script: the time (Redis's, where the baseline reads its
+ * own clock), then ZSCORE, ZADD, EXPIRE on the room's sorted set, exactly its three commands.
  * What the naive tracker's own work costs Redis, without its three round trips.
  * KEYS[1] presence:<room>:online   ARGV[1] user   ARGV[2] key TTL, s
  */

@@ -10,8 +10,8 @@ import type { Progress } from "./progress.js";
 import { info } from "./stats.js";
 
 /**
- * The populations weighed: (a) the seed's case, (b) a realistic client (a UUID per connection, a
- * small state), (c) and (d) the same with two connections (tabs) per user.
+ * The populations weighed: (a) the baseline's case, (b) a realistic client (a UUID per
+ * connection, a small state), (c) and (d) the same with two connections (tabs) per user.
  */
 export const MEMORY_VARIANTS = [
   { name: "a", connections: 1, uuid: false, state: false },
@@ -32,7 +32,7 @@ export interface Footprint {
   /** used_memory after minus before on an otherwise empty Redis: also the keyspace's own
    * entries and the allocator's rounding. */
   usedMemory: number;
-  /** MEMORY USAGE by kind of key: rollcall's `u`, `z`, `due`, `seq`, `deployment`…, the seed's
+  /** MEMORY USAGE by kind of key: rollcall's `u`, `z`, `due`, `seq`, `deployment`…, the baseline's
    * `online`. */
   byKind: Record<string, number>;
 }
@@ -50,15 +50,15 @@ export interface MemoryCell {
   footprint: Footprint;
   perConnection: Bytes;
   perUser: Bytes;
-  /** rollcall ÷ the seed, MEMORY USAGE: per connection (the seed's one member per user counted as
-   * a connection) and per user. */
+  /** rollcall ÷ the baseline, MEMORY USAGE: per connection (the baseline's one member per user
+   * counted as a connection) and per user. */
   ratio: { perConnection: number; perUser: number };
 }
 
 export interface MemoryRow {
   roomSize: number;
   users: number;
-  /** The seed's sorted set per room, one member per user: no connections, no state. */
+  /** The baseline's sorted set per room, one member per user: no connections, no state. */
   naive: { footprint: Footprint; perUser: Bytes };
   cells: MemoryCell[];
 }
@@ -87,7 +87,7 @@ export function memorySteps(p: Profile): number {
 
 /**
  * Full rooms of each size, `users` users each time, in rollcall's layout for every variant and in
- * the seed's. Each cell starts on an empty Redis; the replies the joins kept are deleted before
+ * the baseline's. Each cell starts on an empty Redis; the replies the joins kept are deleted before
  * weighing (they expire within the replay window), and weighed apart.
  */
 export async function benchMemory(

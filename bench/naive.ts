@@ -1,10 +1,10 @@
 import type { Redis } from "ioredis";
 
-/** The seed's windows, in seconds. */
+/** The baseline's windows, in seconds. */
 export const PRESENCE_TTL = 45;
 export const TYPING_TTL = 5;
 
-/** What the seed's pub/sub layer publishes; joins and clean leaves carry the online list. */
+/** What the baseline's pub/sub layer publishes; joins and clean leaves carry the online list. */
 export interface NaiveEvent {
   type: "presence.join" | "presence.leave" | "presence.typing";
   conversation_id: string;
@@ -13,17 +13,17 @@ export interface NaiveEvent {
   online?: string[];
 }
 
-/** `time.time()`: this process's clock, in seconds (one of the seed's defects, kept). */
+/** `time.time()`: this process's clock, in seconds (one of the baseline's defects, kept). */
 function time(): number {
   return Date.now() / 1000;
 }
 
 /**
- * The seed's `PresenceTracker` (seed/000_9fa2bb0ce5187b09.txt), ported call for call: the baseline
- * rollcall is measured against. Its defects stay on purpose: read-then-write join detection, one
+ * The naive baseline's `PresenceTracker` (docs/baseline.md), ported call for call: what rollcall
+ * is measured against. Its defects stay on purpose: read-then-write join detection, one
  * round trip per command, scores from the caller's clock, a sweep that must be told each
- * conversation. The announcing methods below the port are the seed's WebSocket handler and pub/sub
- * layer as its architecture section describes them. Only what the bench drives is ported.
+ * conversation. The announcing methods below the port are its WebSocket handler and pub/sub
+ * layer, as docs/baseline.md describes them. Only what the bench drives is ported.
  */
 export class NaiveTracker {
   constructor(

@@ -28,7 +28,7 @@ export interface Profile {
     expirations: number;
     /**
      * Sizes of the rooms whose members expire: the first among every count of idle rooms (and
-     * the seed's), the others among the first count. Big rooms fill the batch.
+     * the baseline's), the others among the first count. Big rooms fill the batch.
      */
     roomSizes: number[];
     /** Live rooms with nothing due. */

@@ -47,14 +47,14 @@ export interface Results {
 
 const LABEL: Record<LatencyResult["variant"], string> = {
   rollcall: "rollcall (1 EVALSHA)",
-  naive: "seed (ZSCORE, ZADD, EXPIRE)",
-  multi: "seed in MULTI/EXEC",
+  naive: "baseline (ZSCORE, ZADD, EXPIRE)",
+  multi: "baseline in MULTI/EXEC",
   [ROUND_TRIP]: "one round trip (PING), for scale",
 };
 
 export const SCRIPT_LABEL: Record<CeilingScript, string> = {
   noop: "TIME only",
-  naive: "seed's work scripted",
+  naive: "baseline's work scripted",
   rollcall: "rollcall heartbeat",
 };
 
@@ -113,7 +113,7 @@ function heartbeatSection(r: Results): string {
     "### Throughput (heartbeats/s, best of the repeats)",
     "",
     table(
-      ["driven with", ...VARIANTS.map((v) => LABEL[v]), "rollcall ÷ seed"],
+      ["driven with", ...VARIANTS.map((v) => LABEL[v]), "rollcall ÷ baseline"],
       configs.map((c) => [
         c,
         ...VARIANTS.map((v) => number(runOf(v, c).opsPerSec)),
@@ -186,7 +186,7 @@ function heartbeatSection(r: Results): string {
       "EVAL and EVALSHA calls only (each connection's first call, not counted here, loads the " +
       "script) and the commands its script ran show under *run by Redis*: TIME, the GET of the " +
       "call's replay key (a resent call gets the first run's reply), HGET and HSET of the " +
-      "user's record. The seed sends everything it runs; its MULTI/EXEC variant sends five " +
+      "user's record. The baseline sends everything it runs; its MULTI/EXEC variant sends five " +
       "commands in one round trip. *script µs* is the time Redis spent in EVALSHA per " +
       "heartbeat, *of which commands µs* the part spent in the commands the script called; the " +
       "rest is Lua.",
@@ -206,12 +206,12 @@ function ceilingSection(r: Results): string {
       "(interleaved, the order turning each repeat). R rooms of R users in a deployment of one " +
       "bucket (every room under one hash tag); redis-benchmark draws each `__rand_int__` on its " +
       "own below R, so the room's keys and the user carry one each. *rollcall heartbeat* is the " +
-      "command of a real steady heartbeat captured with MONITOR; *seed's work scripted* is the " +
-      "seed's update_presence as one script (TIME, ZSCORE, ZADD, EXPIRE on the room's sorted " +
-      "set); *TIME only* is a script that only reads the time, called with rollcall's keys and " +
-      "arguments: the floor of any call. Each run starts with CONFIG RESETSTAT; µs per call is " +
-      "INFO commandstats' EVALSHA usec_per_call, median of the repeats; every run is checked " +
-      "(each call ran exactly its script's commands, no key was added).",
+      "command of a real steady heartbeat captured with MONITOR; *baseline's work scripted* is " +
+      "the baseline's update_presence as one script (TIME, ZSCORE, ZADD, EXPIRE on the room's " +
+      "sorted set); *TIME only* is a script that only reads the time, called with rollcall's " +
+      "keys and arguments: the floor of any call. Each run starts with CONFIG RESETSTAT; µs per " +
+      "call is INFO commandstats' EVALSHA usec_per_call, median of the repeats; every run is " +
+      "checked (each call ran exactly its script's commands, no key was added).",
     "",
     "The commands, R = " + (shown[0]?.roomSize ?? "?") + ":",
     "",
@@ -224,7 +224,7 @@ function ceilingSection(r: Results): string {
         "R",
         "users",
         ...CEILING_SCRIPTS.map((s) => `${SCRIPT_LABEL[s]} µs`),
-        "rollcall ÷ seed scripted (≤ 1.25×)",
+        "rollcall ÷ baseline scripted (≤ 1.25×)",
         "same, less TIME only",
         ...CEILING_SCRIPTS.map((s) => `${SCRIPT_LABEL[s]} /s`),
         "redis-server CPU (rollcall)",
@@ -253,13 +253,13 @@ function fanoutSection(r: Results): string {
     "## Fan-out latency (µs, call on one connection to the event on another)",
     "",
     "A newcomer joins a room of 9, starts typing, leaves; rollcall publishes from the script " +
-      "(SPUBLISH), the seed after its own round trips (roster read, then PUBLISH).",
+      "(SPUBLISH), the baseline after its own round trips (roster read, then PUBLISH).",
     "",
     table(
       ["event", "variant", ...PERCENTILES, "samples"],
       r.fanout.map((f) => [
         f.event,
-        f.variant === "rollcall" ? "rollcall" : "seed",
+        f.variant === "rollcall" ? "rollcall" : "baseline",
         ...percentileCells(f.us),
         number(f.us.count),
       ]),
@@ -280,7 +280,7 @@ export function markdown(r: Results): string {
     "",
     headline(r),
     "",
-    "rollcall against the seed's naive tracker (`bench/naive.ts`, a call-for-call port; its " +
+    "rollcall against the naive baseline (docs/baseline.md; `bench/naive.ts`, a port; its " +
       "work as one script under redis-benchmark; its sorted sets for memory) and against " +
       "redis-benchmark running rollcall's own heartbeat script, all on the same Redis in the " +
       "same run. Reproduce with `make bench`. The bench reports; it fails only on a broken run " +

@@ -19,7 +19,7 @@ export function sweepSection(r: Results): string {
       "each, a batch of members per call (rooms bigger than the batch take several calls). " +
       "Every scenario lives side " +
       "by side in the same Redis (rollcall's as deployments with their own key prefix, the " +
-      "seed's under their own conversation names) and each pass sweeps them one after the " +
+      "baseline's under their own conversation names) and each pass sweeps them one after the " +
       `other, so all meet the same load on the host. Passes: ${s.runs[0]?.passes ?? 0}; the ` +
       "median pass by Redis CPU is shown, with the worst script call of all passes. *Redis CPU* " +
       "is redis-server's used_cpu_user + used_cpu_sys over the pass (INFO cpu), *script* the " +
@@ -58,7 +58,7 @@ export function sweepSection(r: Results): string {
       ]),
     ),
     "",
-    `The seed's sweep over the same expirations in rooms of ${s.roomSize}: \`cleanup_stale\` ` +
+    `The baseline's sweep over the same expirations in rooms of ${s.roomSize}: \`cleanup_stale\` ` +
       "and a PUBLISH per leave, for " +
       "every conversation, since it cannot find the ones with zombies (16 calls in flight, as " +
       "the Sweeper runs its 16 buckets at once):",
@@ -107,8 +107,8 @@ function idleRoomsVerdict(s: SweepResults): string {
     `${number(few.roomSize)}: ` +
     `rollcall's Redis CPU per expiration ${change(few.redisCpuUs, many.redisCpuUs, 1)} µs, ` +
     `its script time per expiration ${change(few.scriptUs, many.scriptUs, 1)} µs, its ` +
-    `expirations/s ${change(few.expirationsPerSec, many.expirationsPerSec)}; the seed's Redis ` +
-    `CPU per expiration ${change(seedFew.redisCpuUs, seedMany.redisCpuUs, 1)} µs, its ` +
+    `expirations/s ${change(few.expirationsPerSec, many.expirationsPerSec)}; the baseline's ` +
+    `Redis CPU per expiration ${change(seedFew.redisCpuUs, seedMany.redisCpuUs, 1)} µs, its ` +
     `expirations/s ${change(seedFew.expirationsPerSec, seedMany.expirationsPerSec)}.`
   );
 }
@@ -214,26 +214,26 @@ export function memorySection(r: Results): string {
     "",
     `Full rooms, at least ${number(Math.min(...rows.map((row) => row.users)))} users per cell ` +
       "(whole rooms; connections in the targets), each cell on an emptied Redis. " +
-      "The seed's layout (a sorted set per room, user → time) has one member per user and no " +
+      "The baseline's layout (a sorted set per room, user → time) has one member per user and no " +
       "state, so it is compared per connection (its member standing for the connection) and per " +
       "user. *MEMORY USAGE*: the sum over every key (SAMPLES 0: every element), values and key " +
       "names. *used_memory Δ*: the growth of INFO used_memory, which adds the keyspace's own " +
       "entries, expiry entries and the allocator's rounding. Replies kept for resends are " +
       "deleted before weighing (they last the replay window; weighed below).",
     "",
-    "### MEMORY USAGE per connection (× the seed's per member)",
+    "### MEMORY USAGE per connection (× the baseline's per member)",
     "",
     table(
-      [...header("room size"), "seed"],
+      [...header("room size"), "baseline"],
       byVariant(
         (c) => `${number(c.perConnection.memoryUsage)} (${ratio(c.ratio.perConnection)})`,
       ).map((cells, i) => [...cells, number(rows[i]!.naive.perUser.memoryUsage)]),
     ),
     "",
-    "### MEMORY USAGE per user (× the seed's)",
+    "### MEMORY USAGE per user (× the baseline's)",
     "",
     table(
-      [...header("room size"), "seed"],
+      [...header("room size"), "baseline"],
       byVariant((c) => `${number(c.perUser.memoryUsage)} (${ratio(c.ratio.perUser)})`).map(
         (cells, i) => [...cells, number(rows[i]!.naive.perUser.memoryUsage)],
       ),
@@ -242,7 +242,7 @@ export function memorySection(r: Results): string {
     "### used_memory Δ per connection, per user",
     "",
     table(
-      [...header("room size"), "seed"],
+      [...header("room size"), "baseline"],
       byVariant(
         (c, row) =>
           `${number(c.perConnection.usedMemory)}, ${number(c.perUser.usedMemory)} ` +

@@ -85,7 +85,7 @@ export interface LeaveLatency {
 }
 
 export interface SweepResults {
-  /** Size of the rooms of the seed's expiring members, and of rollcall's in the idle-rooms pair. */
+  /** Room size of the baseline's expiring members, and of rollcall's in the idle-rooms pair. */
   roomSize: number;
   runs: SweepRun[];
   naive: NaiveSweepRun[];
@@ -123,7 +123,7 @@ interface TimedPass {
   redisCpuSeconds: number;
 }
 
-/** The seed's keys for one scenario, its conversations named apart from the others'. */
+/** The baseline's keys for one scenario, its conversations named apart from the others'. */
 interface NaiveSweep {
   idleRooms: number;
   gone: Member[];
@@ -139,7 +139,7 @@ interface TimedNaivePass {
 
 /**
  * Every scenario lives side by side in the same Redis, rollcall's as separate deployments and the
- * seed's under separate conversation names. Each pass makes N connections of every scenario go
+ * baseline's under separate conversation names. Each pass makes N connections of every scenario go
  * silent, waits out the window once, and sweeps the scenarios one after the other: all meet the
  * same load on the host, which drifts.
  */
@@ -159,8 +159,8 @@ export async function benchSweep(
       await progress.step(label, () => deploy(lab, writer, `sweep${i}`, scenario, profile)),
     );
   }
-  // Heartbeats scored by this process's clock, as the seed does; the key TTL (3 windows) is long
-  // so that no key vanishes while the set-up runs. The sweeper's window decides who is stale.
+  // Heartbeats scored by this process's clock, as the baseline does; the key TTL (3 windows) is
+  // long so that no key vanishes while the set-up runs. The sweeper's window decides who is stale.
   const heartbeats = new NaiveTracker(writer, 3_600);
   const naiveSweeps: NaiveSweep[] = [];
   for (const [i, idleRooms] of profile.sweep.idleRooms.entries()) {
@@ -262,8 +262,8 @@ async function timedSweep(lab: Lab, sweeper: Sweeper, expirations: number): Prom
 }
 
 /**
- * The seed's sweep: cleanup_stale, then the leaves, for every conversation the caller knows of,
- * since the seed cannot find the ones with zombies.
+ * The baseline's sweep: cleanup_stale, then the leaves, for every conversation the caller knows of,
+ * since the baseline cannot find the ones with zombies.
  */
 async function timedNaiveSweep(
   lab: Lab,
@@ -282,7 +282,7 @@ async function timedNaiveSweep(
     return performance.now() - started;
   });
   const ran = commandsBetween(before, await commandStats(lab.admin));
-  if (removed !== expirations) throw new Error(`seed's sweep removed ${removed} of ${expirations}`);
+  if (removed !== expirations) throw new Error(`naive sweep removed ${removed} of ${expirations}`);
   return {
     durationMs,
     commands: [...ran.values()].reduce((sum, c) => sum + c.calls, 0),

@@ -52,7 +52,7 @@ function memoryTargets(r: Omit<Results, "targets">): Target[] {
       return {
         target:
           `memory (${variant}), ${what}, rooms of ${number(row.roomSize)}: ` +
-          `≤ ${limit}× the seed's bytes per connection`,
+          `≤ ${limit}× the baseline's bytes per connection`,
         measured:
           `${ratio(cell.ratio.perConnection)} (${number(cell.perConnection.memoryUsage)} B vs ` +
           `${number(row.naive.perUser.memoryUsage)} B, ${number(cell.connections)} connections)`,
@@ -65,7 +65,7 @@ function memoryTargets(r: Omit<Results, "targets">): Target[] {
 function cpuTargets(r: Omit<Results, "targets">): Target[] {
   return summarizeCeiling(r.heartbeat.ceiling).map((c) => ({
     target:
-      `steady heartbeat, Redis time per call ≤ 1.25× the seed's work as one script, ` +
+      `steady heartbeat, Redis time per call ≤ 1.25× the baseline's work as one script, ` +
       `${c.roomSize} rooms of ${c.roomSize}`,
     measured: `${ratio(c.ratio)} (${number(c.us.rollcall, 2)} µs vs ${number(c.us.naive, 2)} µs)`,
     met: c.ratio <= 1.25,
@@ -83,7 +83,7 @@ function throughputTargets(r: Omit<Results, "targets">): Target[] {
   const counts = h.commands.filter((c) => c.variant === "rollcall");
   return [
     {
-      target: "saturated throughput ≥ 1.5× the seed's",
+      target: "saturated throughput ≥ 1.5× the baseline's",
       measured: `${ratio(rollcall / naive)} (${number(rollcall)} vs ${number(naive)} /s)`,
       met: rollcall >= 1.5 * naive,
     },
@@ -93,7 +93,7 @@ function throughputTargets(r: Omit<Results, "targets">): Target[] {
       met: rollcall >= 0.8 * ceiling,
     },
     {
-      target: "sequential heartbeat p50 ≤ 0.4× the seed's",
+      target: "sequential heartbeat p50 ≤ 0.4× the baseline's",
       measured: `${ratio(rollcallP50 / naiveP50)} (${rollcallP50} µs vs ${naiveP50} µs)`,
       met: rollcallP50 <= 0.4 * naiveP50,
     },

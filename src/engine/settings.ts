@@ -6,7 +6,7 @@ export interface RollcallOptions {
   prefix?: string;
   /** Rooms are spread over this many hash slots; fixed per deployment. Default 16. */
   buckets?: number;
-  /** A connection without a heartbeat for this long is gone. Default 45 000 (the seed's 45 s). */
+  /** A connection silent for this long is gone. Default 45 000: three missed 15 s heartbeats. */
   presenceWindowMs?: number;
   /** A typing mark without a refresh for this long stops. Default 5 000. */
   typingWindowMs?: number;

@@ -93,7 +93,7 @@ export class Session {
     );
   }
 
-  /** The socket closed, cleanly or not: the naive handler's `finally`, leaving every room. */
+  /** The socket closed, cleanly or not: leaves every room, like a handler's `finally` block. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -52,7 +52,7 @@ describe("concurrency", () => {
     expect((await writer!.roster("room")).count).to.equal(0);
   });
 
-  it("sends one command per steady-state heartbeat, where the seed sends three", async () => {
+  it("sends one command per steady-state heartbeat, where the baseline sends three", async () => {
     const [rc] = await instances(1);
     const seed = new NaiveTracker(client());
     await rc!.heartbeat("room", "ann", "c");

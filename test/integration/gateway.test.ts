@@ -45,7 +45,7 @@ describe("gateway and client", () => {
     const events = await listen([rollcall.channel("a"), rollcall.channel("b")]);
     const cy = connect(url, "cy");
     await Promise.all([cy.join("a"), cy.join("b")]);
-    // The naive handler's `finally`: the gateway leaves every room when the socket goes.
+    // A hand-written handler's `finally`: the gateway leaves every room when the socket goes.
     cy.close();
     await eventually(() => events.filter((e) => e.type === "leave").length === 2);
     expect((await rollcall.roster("a")).count).to.equal(0);

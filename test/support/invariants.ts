@@ -1,5 +1,5 @@
 /**
- * Checks a recorded history against the product's invariants (PRODUCT.md): the events one or more
+ * Checks a recorded history against the invariants of docs/design.md: the events one or more
  * observers saw (a subscriber, the durable log) and the calls made with what they replied. Pure:
  * no Redis, no I/O, so fault tests and the chaos runner share it.
  */
