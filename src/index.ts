@@ -1,4 +1,4 @@
-export { Rollcall } from "./engine/rollcall.js";
+export { Rollcall, type Heartbeat } from "./engine/rollcall.js";
 export type { RollcallOptions, Settings } from "./engine/settings.js";
 export type { HeartbeatResult } from "./engine/scripts/heartbeat.js";
 export type { LeaveResult } from "./engine/scripts/leave.js";
@@ -6,7 +6,9 @@ export type { TypingResult } from "./engine/scripts/startTyping.js";
 export type { StopTypingResult } from "./engine/scripts/stopTyping.js";
 export type { StateResult } from "./engine/scripts/setState.js";
 export type { Roster, RosterMember } from "./engine/scripts/roster.js";
-export type { SweepCounts } from "./engine/scripts/sweepRoom.js";
+export type { SweepCounts, SweepReply } from "./engine/scripts/sweep.js";
+export type { Counts } from "./engine/scripts/count.js";
+export type { BucketStats } from "./engine/scripts/stats.js";
 export { Sweeper, type SweeperOptions, type PassStats } from "./runtime/sweeper.js";
 export {
   Subscriber,

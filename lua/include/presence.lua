@@ -1,44 +1,35 @@
 --[[
-  Members joining, expiring and leaving, with the events that say so: the transitions every
-  script of a room shares.
+  Members joining, expiring and leaving, with the events and counts that say so: the transitions
+  every script of a room shares. `r` is a room (openRoom).
 ]]
--- @include "room"
+-- @include "bucket"
 -- @include "record"
+-- @include "meta"
 -- @include "members"
 -- @include "events"
 -- The safety net: the room's keys expire keyTtl after the last refresh (see heartbeat).
-local function refreshTtl()
-  rcall('PEXPIRE', roomKey, keyTtl)
-  rcall('PEXPIRE', indexKey, keyTtl)
+local function refreshTtl(r)
+  rcall('PEXPIRE', r.key, keyTtl)
+  rcall('PEXPIRE', r.index, keyTtl)
   rcall('PEXPIRE', dueKey, keyTtl)
 end
 
-local function save(user, rec)
-  rcall('HSET', roomKey, user, encode(rec))
+local function save(r, user, rec)
+  rcall('HSET', r.key, user, encode(rec))
 end
 
-local function load(user)
-  local raw = rcall('HGET', roomKey, user)
+local function load(r, user)
+  local raw = rcall('HGET', r.key, user)
   return raw and decode(raw)
 end
 
--- The index of a room that passed INDEX_FROM members: each member's deadline.
-local function buildIndex()
-  local users, raws = readMembers()
-  local args = {}
-  for i, user in ipairs(users) do
-    args[#args + 1] = packedDeadline(raws[i])
-    args[#args + 1] = user
-  end
-  rcall('ZADD', indexKey, unpack(args))
-end
-
--- The member's typing mark, if any, stops, announced with `reason`: returns the stop's seq and
--- epoch, or nothing.
-local function endTyping(user, rec, reason)
+-- The member's typing mark, if any, stops, announced with `reason`: returns the stop's seq,
+-- epoch and ordinal, or nothing.
+local function endTyping(r, user, rec, reason)
   if rec.t then
     rec.t = nil
-    return publish(user, 'typing-stop', reasonFragment(reason))
+    adjust(r, 0, 0, -1)
+    return publish(r, user, 'typing-stop', reasonFragment(reason))
   end
 end
 
@@ -47,48 +38,49 @@ local function typingEnd(rec)
   return rec.t and rec.t + typingWindow <= now and 'expired' or 'left'
 end
 
--- The member leaves: a typing mark never outlives presence, so it stops first. Returns the
--- leave's seq and epoch.
-local function removeMember(user, rec, reason)
-  endTyping(user, rec, typingEnd(rec))
-  rcall('HDEL', roomKey, user)
-  listLeft(user)
-  local wasIndexed = indexed()
+-- The member leaves, with the connections its record still holds: a typing mark never outlives
+-- presence, so it stops first. Returns the leave's seq, epoch and ordinal.
+local function removeMember(r, user, rec, reason)
+  endTyping(r, user, rec, typingEnd(rec))
+  rcall('HDEL', r.key, user)
+  adjust(r, -1, -#rec.ids, 0)
+  listLeft(r, user)
+  local wasIndexed = indexed(r)
   if wasIndexed then
-    rcall('ZREM', indexKey, user)
+    rcall('ZREM', r.index, user)
   end
-  local seq, epoch = publish(user, 'leave', reasonFragment(reason) .. rosterFragment())
-  local count = memberCount()
+  local seq, epoch, ordinal = publish(r, user, 'leave', reasonFragment(reason) .. rosterFragment(r))
+  local count = memberCount(r)
   if count == 0 then
-    dropRoom()
+    dropRoom(r)
   elseif wasIndexed and count <= INDEX_UNTIL then
-    rcall('DEL', indexKey)
+    dropIndex(r)
   end
-  return seq, epoch
+  return seq, epoch, ordinal
 end
 
--- The member's last connection is gone (at `at`): its leave waits for the grace, if one is set
--- and not already over, and its typing stops at once. Returns the record in its grace, or nil
--- with the seq and epoch of the leave published.
-local function lastConnectionGone(user, rec, reason, at)
+-- The member's last connection is gone (at `at`; the record holds none any more): its leave
+-- waits for the grace, if one is set and not already over, and its typing stops at once. Returns
+-- the record in its grace, or nil with the seq, epoch and ordinal of the leave published.
+local function lastConnectionGone(r, user, rec, reason, at)
   if leaveGrace == 0 or at + leaveGrace <= now then
-    return nil, removeMember(user, rec, reason)
+    return nil, removeMember(r, user, rec, reason)
   end
-  endTyping(user, rec, typingEnd(rec))
-  rec.ids, rec.beats, rec.g, rec.r = {}, {}, at + leaveGrace, reason
-  save(user, rec)
-  rcall('ZADD', dueKey, 'LT', rec.g, room)
-  if indexed() then
-    rcall('ZADD', indexKey, 'LT', rec.g, user)
+  endTyping(r, user, rec, typingEnd(rec))
+  rec.g, rec.r = at + leaveGrace, reason
+  save(r, user, rec)
+  rcall('ZADD', dueKey, 'LT', rec.g, r.name)
+  if indexed(r) then
+    rcall('ZADD', r.index, 'LT', rec.g, user)
   end
   return rec
 end
 
 -- Drops the record's expired connections and typing mark, publishing the overdue events. Returns
 -- the record, or nil if the member thereby left, and counts: connections dropped, leaves, stops.
-local function expire(user, rec)
+local function expire(r, user, rec)
   if rec.g then
-    removeMember(user, rec, rec.r)
+    removeMember(r, user, rec, rec.r)
     return nil, 0, 1, 0
   end
   local ids, beats = {}, {}
@@ -98,26 +90,28 @@ local function expire(user, rec)
     end
   end
   local dropped = #rec.ids - #ids
+  local gone = lastSeen(rec) + presenceWindow
+  rec.ids, rec.beats = ids, beats
+  adjust(r, 0, -dropped, 0)
   if #ids == 0 then
     local stops = rec.t and 1 or 0
-    local live = lastConnectionGone(user, rec, 'expired', lastSeen(rec) + presenceWindow)
+    local live = lastConnectionGone(r, user, rec, 'expired', gone)
     return live, dropped, live and 0 or 1, stops
   end
-  rec.ids, rec.beats = ids, beats
   local stops = 0
   if rec.t and rec.t + typingWindow <= now then
-    endTyping(user, rec, 'expired')
+    endTyping(r, user, rec, 'expired')
     stops = 1
   end
-  save(user, rec)
+  save(r, user, rec)
   return rec, dropped, 0, stops
 end
 
 -- The member's live record, after anything overdue in it was expired and announced; nil if the
 -- member is not (or no longer) present.
-local function expireOverdue(user, rec)
+local function expireOverdue(r, user, rec)
   if rec and deadline(rec) <= now then
-    return (expire(user, rec))
+    return (expire(r, user, rec))
   end
   return rec
 end

@@ -13,8 +13,7 @@
   TIME is 6 bytes, big-endian milliseconds. The offsets are named here and nowhere else: every
   script reads and writes records through these functions.
 ]]
--- @include "room"
-local spack, sunpack, sbyte, ssub, schar = struct.pack, struct.unpack, string.byte, string.sub, string.char
+-- @include "bucket"
 local TIME, TIME_BYTES = '>I6', 6
 local FLAGS_AT = TIME_BYTES + 1
 local TYPING = 128
@@ -38,6 +37,10 @@ local function connectionAt(raw, pos)
   return ssub(raw, pos + 1, beatAt - 1), (sunpack(TIME, raw, beatAt)), beatAt, beatAt + TIME_BYTES
 end
 
+local function joinedAtOf(raw)
+  return (sunpack(TIME, raw))
+end
+
 -- The record with the heartbeat stored at `beatAt` replaced.
 local function withBeat(raw, beatAt, at)
   return ssub(raw, 1, beatAt - 1) .. spack(TIME, at) .. ssub(raw, beatAt + TIME_BYTES)
@@ -47,7 +50,7 @@ end
 --  r = grace reason, s = state or ''}
 local function decode(raw)
   local pos, n, typedAt = recordHead(raw)
-  local rec = { j = (sunpack(TIME, raw)), t = typedAt, ids = {}, beats = {} }
+  local rec = { j = joinedAtOf(raw), t = typedAt, ids = {}, beats = {} }
   for i = 1, n do
     local id, beat, _, nextPos = connectionAt(raw, pos)
     rec.ids[i], rec.beats[i], pos = id, beat, nextPos
@@ -106,4 +109,31 @@ end
 
 local function lastSeen(rec)
   return math.max(0, unpack(rec.beats))
+end
+
+-- The record with connection `conn`'s heartbeat moved to now, if that is all this heartbeat
+-- changes; else nil. Not steady: an unknown connection, anything overdue in the record, a beat
+-- that crosses into a new quarter of the key TTL (the keys' expiry is then refreshed), and the
+-- connection's first beat since its join (it may be the join's resend: the slow path looks its
+-- reply up).
+local function steadyBeat(raw, conn, quarter)
+  local pos, n, typedAt = recordHead(raw)
+  if typedAt and typedAt + typingWindow <= now then
+    return nil
+  end
+  local beatAt, last
+  for _ = 1, n do
+    local id, beat, at, nextPos = connectionAt(raw, pos)
+    if beat + presenceWindow <= now then
+      return nil
+    end
+    if id == conn then
+      beatAt, last = at, beat
+    end
+    pos = nextPos
+  end
+  if not beatAt or math.floor(last / quarter) ~= math.floor(now / quarter) or last == joinedAtOf(raw) then
+    return nil
+  end
+  return withBeat(raw, beatAt, now)
 end

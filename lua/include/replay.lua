@@ -1,18 +1,47 @@
 --[[
   Replies that survive a resend. A client whose connection dropped before the reply arrived sends
-  the same call again, with the same replay key: it gets the first run's reply, and nothing runs
-  twice. Only replies a second run would not give again are kept, for the replay window.
+  the same call again: it gets the first run's reply, and nothing runs twice.
+  Each instance numbers its calls; a generation of GENERATION calls keeps its replies in this
+  bucket in one string (KEYS[4]), ARGV[5] being the call's number in it. Only what a second run
+  would not say again is kept: one entry per outcome, ENTRY_BYTES each, appended
+    call 2 bytes | index in a batch 2 | outcome 1 | seq 6 | epoch ordinal 2 (see events)
+  and the string expires the replay window after its last entry.
 ]]
--- @include "room"
+-- @include "bucket"
 -- @include "options"
-do
-  local kept = rcall('GET', replayKey)
-  if kept then
-    return cjson.decode(kept)
+local ENTRY, ENTRY_BYTES = '>I2I2BI6I2', 13
+local callNumber = tonumber(ARGV[5])
+local kept = {}
+
+-- The entries an earlier run of this call kept, as {index, outcome, seq, ordinal}, or nil.
+local function keptReplies()
+  local all = rcall('GET', replayKey)
+  local prefix, found, from = spack('>I2', callNumber), nil, 1
+  while all do
+    local at = string.find(all, prefix, from, true)
+    if not at then
+      break
+    end
+    if (at - 1) % ENTRY_BYTES == 0 then
+      local _, index, outcome, seq, ordinal = sunpack(ENTRY, all, at)
+      found = found or {}
+      found[#found + 1] = { index, outcome, seq, ordinal }
+      from = at + ENTRY_BYTES
+    else
+      from = at + 1
+    end
   end
+  return found
 end
 
-local function remember(reply)
-  rcall('SET', replayKey, cjson.encode(reply), 'PX', replayWindow)
-  return reply
+-- Keeps one outcome of this call, written by keepReplies().
+local function keepReply(index, outcome, seq, ordinal)
+  kept[#kept + 1] = spack(ENTRY, callNumber, index, outcome, seq, ordinal)
+end
+
+local function keepReplies()
+  if #kept > 0 then
+    rcall('APPEND', replayKey, table.concat(kept))
+    rcall('PEXPIRE', replayKey, replayWindow)
+  end
 end

@@ -26,11 +26,14 @@ function kept<V>(cache: Map<string, V>, key: string, make: (key: string) => V): 
 /** The keys and channel of one room; every one carries its bucket's hash tag. */
 export interface RoomKeys {
   readonly bucket: number;
-  /** KEYS of the room scripts, in their order (include/room.lua), less the call's replay key. */
+  /** The room's own keys (the scripts derive them), then its bucket's. */
   readonly keys: readonly [room: string, index: string, due: string, seq: string, log: string];
   readonly channelPrefix: string;
   readonly channel: string;
 }
+
+/** How many calls of an instance keep their replies in one string per bucket (include/replay.lua). */
+export const REPLAY_GENERATION = 1_024;
 
 /**
  * Where everything lives in Redis, built in this one place. Bucket b's keys and its rooms' keys
@@ -48,6 +51,7 @@ export class Layout {
 
   private readonly rooms = new Map<string, RoomKeys>();
   private readonly connections = new Map<string, string | Buffer>();
+  private readonly bucketKeyLists: (readonly [due: string, seq: string, log: string])[] = [];
 
   room(room: string): RoomKeys {
     return kept(this.rooms, room, (r) => this.roomKeys(r));
@@ -76,6 +80,11 @@ export class Layout {
     };
   }
 
+  /** KEYS[1..3] of every bucket script (include/bucket.lua): due, seq, log. */
+  bucketKeys(bucket: number): readonly [due: string, seq: string, log: string] {
+    return (this.bucketKeyLists[bucket] ??= [this.due(bucket), this.seq(bucket), this.log(bucket)]);
+  }
+
   /** The bucket's rooms with something due, by their next deadline. */
   due(bucket: number): string {
     return `${this.tag(bucket)}:due`;
@@ -91,9 +100,9 @@ export class Layout {
     return `${this.tag(bucket)}:log`;
   }
 
-  /** Where the reply of one call is kept for its resends. */
-  replay(bucket: number, call: string): string {
-    return `${this.tag(bucket)}:r:${call}`;
+  /** Where the replies of a generation of an instance's calls are kept for their resends. */
+  replay(bucket: number, instance: string, generation: number): string {
+    return `${this.tag(bucket)}:r:${instance}:${generation.toString(36)}`;
   }
 
   /** The settings every instance of the deployment must share. */

@@ -1,29 +1,35 @@
 import { randomBytes } from "node:crypto";
 import { RedisCallError, SettingsMismatchError, UnexpectedReplyError } from "../protocol/errors.js";
-import { checkId } from "../protocol/ids.js";
-import { integer, knownKeys } from "../protocol/options.js";
-import { encodeState, type MemberState } from "../protocol/state.js";
 import {
   checkEvent,
   type EventId,
   type EventType,
   type PresenceEvent,
 } from "../protocol/events.js";
+import { checkId } from "../protocol/ids.js";
+import { integer, invalidOption, knownKeys } from "../protocol/options.js";
+import { encodeState, type MemberState } from "../protocol/state.js";
 import { subscriberConnection } from "./connections.js";
 import { LogGroup, records } from "./eventLog.js";
-import { Layout } from "./layout.js";
+import { Layout, REPLAY_GENERATION } from "./layout.js";
 import { Metrics } from "./metrics.js";
-import { collectStats, type BucketStats } from "./stats.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
+import { count, type Counts } from "./scripts/count.js";
 import { deployment } from "./scripts/deployment.js";
-import { dueRooms, type DueRooms } from "./scripts/dueRooms.js";
-import { heartbeat, type HeartbeatResult } from "./scripts/heartbeat.js";
+import {
+  heartbeat,
+  type HeartbeatBatch,
+  type HeartbeatEntry,
+  type HeartbeatResult,
+} from "./scripts/heartbeat.js";
 import { leave, type LeaveResult } from "./scripts/leave.js";
+import { reconcile } from "./scripts/reconcile.js";
 import { roster, type Roster } from "./scripts/roster.js";
 import { setState, type StateResult } from "./scripts/setState.js";
 import { startTyping, type TypingResult } from "./scripts/startTyping.js";
+import { stats, type BucketStats } from "./scripts/stats.js";
 import { stopTyping, type StopTypingResult } from "./scripts/stopTyping.js";
-import { sweepRoom, type SweepCounts } from "./scripts/sweepRoom.js";
+import { sweep, type SweepCounts, type SweepReply } from "./scripts/sweep.js";
 import {
   deploymentFields,
   differences,
@@ -32,12 +38,34 @@ import {
   type Settings,
 } from "./settings.js";
 
-/** Members one sweepRoom call expires at most: it bounds the time Redis spends in one script. */
+/** Members one sweep call expires at most: it bounds the time Redis spends in one script. */
 const SWEEP_BATCH = 16;
+/** Rooms one sweep of a bucket visits at most. */
+const SWEEP_ROOMS = 64;
+/** Entries one heartbeat call refreshes at most: steady ones cost about a microsecond each. */
+export const HEARTBEAT_BATCH = 128;
+/** Rooms one reconcile call counts. */
+const RECONCILE_ROOMS = 256;
+
+/** The entries of one heartbeat call, with where each came in the list given. */
+interface Chunk extends HeartbeatBatch {
+  rooms: { room: string; entries: HeartbeatEntry[]; at: number[] }[];
+}
+
+/** One connection to refresh in a room, as heartbeatMany takes it. */
+export interface Heartbeat {
+  room: string;
+  user: string;
+  connection: string;
+  /** A new state for the user in the room (published as `update` when it differs). */
+  state?: MemberState;
+  /** Most members the room may hold: a user not present cannot join a full room. */
+  capacity?: number;
+}
 
 /**
  * Presence in Redis: who is in each room, who is typing, and an event for every change.
- * Every method is one script call (sweepRoom loops over a big room in batches).
+ * Every method is one script call, except where it says otherwise.
  */
 export class Rollcall {
   readonly settings: Settings;
@@ -46,11 +74,11 @@ export class Rollcall {
   /** Where this instance and the runtime parts built on it record their metrics. */
   readonly metrics: Metrics;
   private readonly scripts: Scripts;
-  /** ARGV[1..4] of every room script (lua/include/room.lua), written once. */
+  /** ARGV[1..4] of every bucket script (lua/include/bucket.lua), written once. */
   private readonly shared: readonly string[];
   private checked: Promise<void> | undefined;
-  /** Calls get ids `<process><counter>`: unique across processes without a random draw each. */
-  private readonly callPrefix = randomBytes(6).toString("base64url");
+  /** Names this instance's calls in the replay strings: unique across processes. */
+  private readonly instance = randomBytes(6).toString("base64url");
   private calls = 0;
 
   constructor(
@@ -92,13 +120,56 @@ export class Rollcall {
     options?: { state?: MemberState; capacity?: number },
   ): Promise<HeartbeatResult> {
     const { state, capacity } = knownKeys(options, ["state", "capacity"]);
-    const result = await this.call(heartbeat, room, {
-      user: checkId("user", user),
-      connection: this.connection(connection),
-      state: state === undefined ? "" : this.encode(state),
-      capacity: capacity === undefined ? 0 : integer("capacity", capacity, 1, 1_000_000_000),
+    const [result] = await this.heartbeatMany([
+      {
+        room,
+        user,
+        connection,
+        ...(state === undefined ? {} : { state }),
+        ...(capacity === undefined ? {} : { capacity }),
+      },
+    ]);
+    return result!;
+  }
+
+  /**
+   * Refreshes many connections at once, in one script call per bucket (per HEARTBEAT_BATCH of
+   * them): what a server holding many sockets sends each interval. Every entry is what
+   * heartbeat() would do alone, and its result says so, in the order given. Entries are applied
+   * room by room, rooms in the order they first come, and a room's in the order given.
+   */
+  async heartbeatMany(heartbeats: readonly Heartbeat[]): Promise<HeartbeatResult[]> {
+    const list: unknown = heartbeats;
+    if (!Array.isArray(list)) invalidOption("heartbeatMany takes an array");
+    // Checked first, all of them: a bad entry sends nothing.
+    const entries = heartbeats.map((h) => this.entry(h));
+    const chunks = new Map<number, Chunk[]>();
+    heartbeats.forEach(({ room }, at) => {
+      const { bucket } = this.layout.room(room);
+      const list = chunks.get(bucket) ?? [];
+      chunks.set(bucket, list);
+      let chunk = list.at(-1);
+      if (!chunk || chunk.size === HEARTBEAT_BATCH) list.push((chunk = { rooms: [], size: 0 }));
+      let group = chunk.rooms.find((g) => g.room === room);
+      if (!group) chunk.rooms.push((group = { room, entries: [], at: [] }));
+      group.entries.push(entries[at]!);
+      group.at.push(at);
+      chunk.size += 1;
     });
-    return this.published(result.joined ? "join" : "update", result);
+    const results = new Array<HeartbeatResult>(heartbeats.length);
+    await Promise.all(
+      [...chunks].flatMap(([bucket, list]) =>
+        list.map(async (chunk) => {
+          const done = await this.run(heartbeat, bucket, { changes: true }, [], chunk);
+          // The script numbers entries in the order it takes them: room by room.
+          chunk.rooms.flatMap((g) => g.at).forEach((at, i) => (results[at] = done[i]!));
+        }),
+      ),
+    );
+    for (const { joined, event } of results) {
+      if (event) this.metrics.add("rollcall.events", 1, { type: joined ? "join" : "update" });
+    }
+    return results;
   }
 
   /** The clean disconnect: removes a connection; the last one publishes `leave`. */
@@ -131,7 +202,40 @@ export class Rollcall {
 
   /** The room's members and typists as one snapshot, consistent with the events at `seq`. */
   async roster(room: string): Promise<Roster> {
-    return this.call(roster, room, { room, limit: this.settings.rosterLimit }, false);
+    return this.read(roster, room, { room, limit: this.settings.rosterLimit });
+  }
+
+  /** The room's members, connections and typists, as counted by the calls that change them. */
+  async count(room: string): Promise<Counts> {
+    return this.read(count, room, {}, 1);
+  }
+
+  /** Every bucket's rooms, users, connections and typists, its sweep backlog and its events. */
+  async stats(): Promise<BucketStats[]> {
+    return Promise.all(
+      Array.from({ length: this.settings.buckets }, (_, bucket) =>
+        this.run(stats, bucket, { changes: false, keys: 2 }, [], { bucket }),
+      ),
+    );
+  }
+
+  /**
+   * Counts every bucket's rooms anew and makes those the bucket's counts: after keys expired
+   * unannounced (no sweeper ran for a key TTL) or data was lost. Exact while calls go on; a few
+   * script calls per bucket, each bounded. Resolves to the buckets it reconciled (a bucket whose
+   * reconcile another started meanwhile is left to that one).
+   */
+  async reconcile(): Promise<number> {
+    const reconciled = await Promise.all(
+      Array.from({ length: this.settings.buckets }, async (_, bucket) => {
+        let step = { generation: 0, cursor: "0", count: RECONCILE_ROOMS, superseded: false };
+        do {
+          step = await this.run(reconcile, bucket, { changes: false, keys: 2 }, [], step);
+        } while (step.cursor !== "0" && !step.superseded);
+        return step.superseded ? 0 : 1;
+      }),
+    );
+    return reconciled.reduce<number>((a, b) => a + b, 0);
   }
 
   /** Expires and announces everything due in one room now, `batch` members per script call. */
@@ -142,26 +246,34 @@ export class Rollcall {
     const { batch = SWEEP_BATCH } = knownKeys(options, ["batch"]);
     integer("batch", batch, 1, 10_000);
     const counts = { connections: 0, leaves: 0, typingStops: 0, calls: 0 };
-    let more = true;
-    while (more) {
-      const swept = await this.call(sweepRoom, room, { batch });
-      counts.connections += swept.connections;
-      counts.leaves += swept.leaves;
-      counts.typingStops += swept.typingStops;
+    let swept: SweepReply;
+    do {
+      swept = await this.call(sweep, room, { batch, rooms: 1 });
+      addCounts(counts, swept);
       counts.calls += 1;
-      more = swept.more;
-    }
+      if (swept.failure !== null) throw new RedisCallError("sweepRoom", new Error(swept.failure));
+    } while (swept.more);
     this.metrics.add("rollcall.events", counts.leaves, { type: "leave" });
     this.metrics.add("rollcall.events", counts.typingStops, { type: "typing-stop" });
     return counts;
   }
 
-  /** Rooms of a bucket with something due now (what a Sweeper settles), at most `limit`. */
-  async dueRooms(bucket: number, limit: number): Promise<DueRooms> {
+  /**
+   * One sweep of a bucket: the rooms due now, the longest overdue first, at most `rooms` of them
+   * and `batch` members expired. `more` says whether more is due than this call settled.
+   */
+  async sweepBucket(
+    bucket: number,
+    options?: { batch?: number; rooms?: number },
+  ): Promise<SweepReply> {
+    const { batch = SWEEP_BATCH, rooms = SWEEP_ROOMS } = knownKeys(options, ["batch", "rooms"]);
     integer("bucket", bucket, 0, this.settings.buckets - 1);
-    integer("limit", limit, 1, 10_000);
-    await this.ready();
-    return this.scripts.run(dueRooms, [this.layout.due(bucket)], [], { limit });
+    integer("batch", batch, 1, 10_000);
+    integer("rooms", rooms, 1, 10_000);
+    const swept = await this.run(sweep, bucket, { changes: true }, [""], { batch, rooms });
+    this.metrics.add("rollcall.events", swept.leaves, { type: "leave" });
+    this.metrics.add("rollcall.events", swept.typingStops, { type: "typing-stop" });
+    return swept;
   }
 
   /**
@@ -185,16 +297,6 @@ export class Rollcall {
     return events;
   }
 
-  /** Every bucket's rooms, users, connections and typists, its sweep backlog and its events. */
-  async stats(): Promise<BucketStats[]> {
-    await this.ready();
-    return collectStats(this.redis, this.layout, async (room) => {
-      const r = await this.call(roster, room, { room, limit: 100_000 }, false);
-      const connections = r.members.reduce((sum, m) => sum + m.connections, 0);
-      return { users: r.count, connections, typing: r.typing.length };
-    });
-  }
-
   /** A consumer group's access to every bucket's log, on a connection of its own. */
   logGroup(group: string, consumer: string, onError: (error: RedisCallError) => void): LogGroup {
     return new LogGroup(this.redis, this.layout, group, consumer, onError);
@@ -210,22 +312,52 @@ export class Rollcall {
     return this.layout.room(checkId("room", room)).channel;
   }
 
-  /** Runs a room script; one that changes something gets a replay key for its resends. */
-  private async call<Input, Output>(
+  /** Runs a script of one room that changes it: it gets a replay entry for its resends. */
+  private call<Input, Output>(
     script: Script<Input, Output>,
     room: string,
     input: Input,
-    changes = true,
   ): Promise<Output> {
-    const target = this.layout.room(checkId("room", room));
+    const { bucket } = this.layout.room(checkId("room", room));
+    return this.run(script, bucket, { changes: true }, [room], input);
+  }
+
+  /** Runs a script of one room that changes nothing (it takes the first `keys` bucket keys). */
+  private read<Input, Output>(
+    script: Script<Input, Output>,
+    room: string,
+    input: Input,
+    keys = 3,
+  ): Promise<Output> {
+    const { bucket } = this.layout.room(checkId("room", room));
+    return this.run(script, bucket, { changes: false, keys }, [room], input);
+  }
+
+  /**
+   * Runs a script of a bucket (lua/include/bucket.lua): its keys, the shared arguments, then
+   * `before` (the room) and the script's own. A script that changes something gets the call's
+   * number, and the key where its replies are kept for resends.
+   */
+  private async run<Input, Output>(
+    script: Script<Input, Output>,
+    bucket: number,
+    { changes, keys = 3 }: { changes: boolean; keys?: number },
+    before: readonly Arg[],
+    input: Input,
+  ): Promise<Output> {
     await this.ready();
-    const keys = changes
-      ? [...target.keys, this.layout.replay(target.bucket, this.callId())]
-      : [...target.keys];
+    const bucketKeys = this.layout.bucketKeys(bucket).slice(0, keys);
+    let call = "";
+    if (changes) {
+      const n = this.calls++;
+      const generation = Math.floor(n / REPLAY_GENERATION);
+      bucketKeys.push(this.layout.replay(bucket, this.instance, generation));
+      call = String(n % REPLAY_GENERATION);
+    }
     const started = performance.now();
     let outcome = "ok";
     try {
-      return await this.scripts.run(script, keys, this.shared, input);
+      return await this.scripts.run(script, bucketKeys, [...this.shared, call, ...before], input);
     } catch (error) {
       outcome = (error as { code?: string }).code ?? "error";
       throw error;
@@ -234,6 +366,25 @@ export class Rollcall {
       this.metrics.add("rollcall.calls", 1, { operation, outcome });
       this.metrics.record("rollcall.call.duration", performance.now() - started, { operation });
     }
+  }
+
+  /** A heartbeat as the script takes it, checked. */
+  private entry(h: Heartbeat): HeartbeatEntry {
+    const { room, user, connection, state, capacity } = knownKeys(h, [
+      "room",
+      "user",
+      "connection",
+      "state",
+      "capacity",
+    ]);
+    checkId("room", room);
+    const encoded = state === undefined ? "" : this.encode(state);
+    const limit = capacity === undefined ? 0 : integer("capacity", capacity, 1, 1_000_000_000);
+    return {
+      user: checkId("user", user),
+      connection: this.connection(connection),
+      options: encoded === "" && limit === 0 ? "" : `${limit}:${encoded}`,
+    };
   }
 
   private published<T extends { event: EventId | null }>(type: EventType, result: T): T {
@@ -250,11 +401,6 @@ export class Rollcall {
     if (found.length > 0) throw new SettingsMismatchError(found);
   }
 
-  private callId(): string {
-    this.calls += 1;
-    return this.callPrefix + this.calls.toString(36);
-  }
-
   private connection(connection: string): Arg {
     return this.layout.connection(checkId("connection", connection));
   }
@@ -262,6 +408,12 @@ export class Rollcall {
   private encode(state: MemberState): string {
     return encodeState(state, this.settings.maxStateBytes);
   }
+}
+
+function addCounts(to: SweepCounts, from: SweepCounts): void {
+  to.connections += from.connections;
+  to.leaves += from.leaves;
+  to.typingStops += from.typingStops;
 }
 
 /** A logged event's JSON, checked like a published one. */

@@ -56,7 +56,7 @@ export class Reply {
     return seq === 0 ? null : { epoch: this.str(index + 1), seq };
   }
 
-  private unexpected(what: string): never {
+  unexpected(what: string): never {
     throw new UnexpectedReplyError(`${what} in the reply of ${this.script}`, this.values);
   }
 }

@@ -49,7 +49,7 @@ export const DEFAULTS: Settings = {
 };
 
 /** Bumped whenever what rollcall stores in Redis changes shape. */
-export const LAYOUT_VERSION = 2;
+export const LAYOUT_VERSION = 3;
 
 /** What every instance of a deployment must agree on: it decides who has expired, and where. */
 const SHARED = [

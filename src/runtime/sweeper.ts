@@ -1,6 +1,6 @@
 import { EventEmitter } from "node:events";
 import type { Rollcall } from "../engine/rollcall.js";
-import type { SweepCounts } from "../engine/scripts/sweepRoom.js";
+import type { SweepCounts } from "../engine/scripts/sweep.js";
 import { RedisCallError, RollcallError } from "../protocol/errors.js";
 import { integer, knownKeys } from "../protocol/options.js";
 import { Loop } from "./background.js";
@@ -12,11 +12,17 @@ export interface SweeperOptions {
   batch?: number;
   /** Longest pause after repeated failures (the pause doubles from intervalMs). Default 30 000. */
   maxBackoffMs?: number;
+  /**
+   * How often it counts every room anew (Rollcall.reconcile), mending the counts after keys
+   * expired unannounced or data was lost; 0: never. Default 600 000 (10 min), the first after one
+   * interval, with jitter so that many sweepers do not reconcile together.
+   */
+  reconcileMs?: number;
 }
 
 /** What one pass over every bucket did. */
 export interface PassStats extends SweepCounts {
-  /** Script calls made: one per bucket to list its due rooms, more for each due room. */
+  /** Script calls made: one per bucket, more where more was due than one call settles. */
   calls: number;
   /** Rooms that had something due. */
   rooms: number;
@@ -34,9 +40,6 @@ interface SweeperEvents {
   failed: [error: RollcallError, retryInMs: number];
 }
 
-/** Rooms one listing call returns; each is then swept by its own call. */
-const ROOMS_PER_CALL = 64;
-
 /**
  * Finds and announces every expiry across all rooms. Run one per server instance: each room is
  * settled atomically by its script, so any number of sweepers announce each leave once.
@@ -44,6 +47,8 @@ const ROOMS_PER_CALL = 64;
 export class Sweeper extends EventEmitter<SweeperEvents> {
   private readonly intervalMs: number;
   private readonly batch: number;
+  private readonly reconcileMs: number;
+  private nextReconcile = 0;
   private readonly loop: Loop;
 
   constructor(
@@ -51,13 +56,15 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     options?: SweeperOptions,
   ) {
     super();
-    const o = knownKeys(options, ["intervalMs", "batch", "maxBackoffMs"]);
+    const o = knownKeys(options, ["intervalMs", "batch", "maxBackoffMs", "reconcileMs"]);
     this.intervalMs = integer("intervalMs", o.intervalMs ?? 1_000, 1, 3_600_000);
     this.batch = integer("batch", o.batch ?? 16, 1, 10_000);
     const maxMs = integer("maxBackoffMs", o.maxBackoffMs ?? 30_000, 1, 3_600_000);
+    this.reconcileMs = integer("reconcileMs", o.reconcileMs ?? 600_000, 0, 86_400_000);
     this.loop = new Loop(
       async () => {
         this.report(await this.sweepOnce(), this.intervalMs);
+        await this.reconcileWhenDue();
         return this.intervalMs;
       },
       (error, retryInMs) => this.report(error as RollcallError, retryInMs), // sweepOnce throws nothing else
@@ -67,6 +74,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
 
   /** Sweeps in the background, pausing intervalMs after each pass, until stop(). */
   start(): void {
+    this.nextReconcile = performance.now() + this.reconcileMs * (0.5 + Math.random());
     this.loop.start();
   }
 
@@ -99,43 +107,45 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       typingStops: 0,
       durationMs: 0,
     };
-    // A room that fails (a record no script can read) must not keep the others from being swept:
-    // every due room is tried, and the pass reports the first failure at its end.
-    const failures: unknown[] = [];
+    // A bucket that fails (a record no script can read) must not keep the others from being
+    // swept: every bucket is tried, and the pass reports the first failure at its end.
     const sweepBucket = async (bucket: number) => {
-      let rooms: string[];
-      let progress: boolean;
+      let swept;
+      let failure: string | null = null;
       do {
-        const due = await this.rollcall.dueRooms(bucket, ROOMS_PER_CALL);
-        rooms = due.rooms;
-        stats.lagMs = Math.max(stats.lagMs, due.lagMs);
+        swept = await this.rollcall.sweepBucket(bucket, { batch: this.batch });
         stats.calls += 1;
-        stats.rooms += rooms.length;
-        const swept = await Promise.allSettled(
-          rooms.map((room) => this.rollcall.sweepRoom(room, { batch: this.batch })),
-        );
-        progress = false;
-        for (const result of swept) {
-          if (result.status === "rejected") {
-            failures.push(result.reason);
-            continue;
-          }
-          progress = true;
-          stats.calls += result.value.calls;
-          stats.connections += result.value.connections;
-          stats.leaves += result.value.leaves;
-          stats.typingStops += result.value.typingStops;
-        }
-      } while (rooms.length === ROOMS_PER_CALL && progress && !this.loop.stopped);
+        stats.rooms += swept.rooms;
+        stats.lagMs = Math.max(stats.lagMs, swept.lagMs);
+        stats.connections += swept.connections;
+        stats.leaves += swept.leaves;
+        stats.typingStops += swept.typingStops;
+        failure ??= swept.failure;
+      } while (swept.more && !this.loop.stopped);
+      if (failure !== null)
+        throw new RedisCallError(`sweep of bucket ${bucket}`, new Error(failure));
     };
     // allSettled, not all: a failing bucket must not leave the others' loops running after the pass.
     const buckets = await Promise.allSettled(
       Array.from({ length: this.rollcall.settings.buckets }, (_, bucket) => sweepBucket(bucket)),
     );
-    for (const b of buckets) if (b.status === "rejected") failures.push(b.reason);
-    if (failures.length > 0) throw failures[0];
+    const failed = buckets.find((b) => b.status === "rejected");
+    if (failed) throw failed.reason;
     stats.durationMs = performance.now() - started;
     return stats;
+  }
+
+  /** Counts every room anew once reconcileMs has passed since the last time (0: never). */
+  private async reconcileWhenDue(): Promise<void> {
+    if (this.reconcileMs === 0 || performance.now() < this.nextReconcile) return;
+    this.nextReconcile = performance.now() + this.reconcileMs;
+    try {
+      await this.rollcall.reconcile();
+    } catch (error) {
+      const failure =
+        error instanceof RollcallError ? error : new RedisCallError("reconcile", error);
+      this.report(failure, this.intervalMs);
+    }
   }
 
   private record(outcome: PassStats | RollcallError): void {

@@ -58,6 +58,12 @@ export interface ModelMember {
   state: unknown;
 }
 
+export interface ModelCounts {
+  users: number;
+  connections: number;
+  typing: number;
+}
+
 export interface ModelRoster {
   seq: number;
   count: number;
@@ -202,6 +208,35 @@ export class PresenceModel {
       counts.typingStops += stops;
     }
     return counts;
+  }
+
+  /** The room's keys vanish unannounced (their key-level expiry): no event, nothing kept. */
+  lose(room: string): void {
+    this.rooms.delete(room);
+  }
+
+  /** What count() shows: records as stored, whatever is overdue in them. */
+  countOf(room: string): ModelCounts {
+    const members = [...(this.rooms.get(room)?.members.values() ?? [])];
+    return {
+      users: members.length,
+      connections: members.reduce((n, m) => n + m.conns.length, 0),
+      typing: members.filter((m) => m.typedAt !== null).length,
+    };
+  }
+
+  /** A bucket's counts, as its rooms add up. */
+  bucketCounts(bucket: number): ModelCounts & { rooms: number } {
+    const total = { rooms: 0, users: 0, connections: 0, typing: 0 };
+    for (const room of this.rooms.keys()) {
+      if (this.bucket(room) !== bucket) continue;
+      const c = this.countOf(room);
+      total.rooms += 1;
+      total.users += c.users;
+      total.connections += c.connections;
+      total.typing += c.typing;
+    }
+    return total;
   }
 
   /** What roster() shows: records as stored, whatever is overdue in them. */

@@ -52,9 +52,12 @@ export async function listen(channels: string[]): Promise<PresenceEvent[]> {
 }
 
 /** Waits until a condition holds (events travel asynchronously), failing after a while. */
-export async function eventually(check: () => boolean, ms = 5_000): Promise<void> {
+export async function eventually(
+  check: () => boolean | Promise<boolean>,
+  ms = 5_000,
+): Promise<void> {
   const until = Date.now() + ms;
-  while (!check()) {
+  while (!(await check())) {
     if (Date.now() > until) throw new Error("condition not met in time");
     await sleep(5);
   }

@@ -1,4 +1,4 @@
-import type { BucketStats } from "../../engine/stats.js";
+import type { BucketStats } from "../../engine/scripts/stats.js";
 import type { Command } from "../args.js";
 import { deploymentRollcall, withClient } from "../connect.js";
 import { duration, paint, print } from "../format.js";

@@ -3,30 +3,34 @@
   user was not typing. A user who is not present, or has no live connection (in the leave
   grace), cannot type: nothing changes.
 
-  KEYS, ARGV[1..4]: see include/room.lua
-  ARGV[5] user
+  KEYS, ARGV[1..5]: see include/bucket.lua; derives the room's keys.
+  ARGV[6] room   ARGV[7] user
 
   Reply: {outcome, seq of the event or 0, its epoch or ''}
 ]]
--- @include "replay"
 -- @include "presence"
+-- @include "reply"
 local OUTCOME = outcomes('absent', 'refreshed', 'started')
-local user = ARGV[5]
+local resent = keptReply()
+if resent then
+  return resent
+end
+local r, user = openRoom(ARGV[6]), ARGV[7]
 
-local rec = expireOverdue(user, load(user))
+local rec = expireOverdue(r, user, load(r, user))
 if not rec or rec.g then
   return { OUTCOME.absent, 0, '' }
 end
 local started = not rec.t
 rec.t = now
-save(user, rec)
+save(r, user, rec)
 if not started then
   -- The due entry and the index hold the mark's first deadline, a lower bound of this one.
   return { OUTCOME.refreshed, 0, '' }
 end
-rcall('ZADD', dueKey, 'LT', now + typingWindow, room)
-if indexed() then
-  rcall('ZADD', indexKey, 'LT', now + typingWindow, user)
+adjust(r, 0, 0, 1)
+rcall('ZADD', dueKey, 'LT', now + typingWindow, r.name)
+if indexed(r) then
+  rcall('ZADD', r.index, 'LT', now + typingWindow, user)
 end
-local seq, epoch = publish(user, 'typing-start', '')
-return remember({ OUTCOME.started, seq, epoch })
+return remember(OUTCOME.started, publish(r, user, 'typing-start', ''))

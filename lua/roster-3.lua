@@ -4,8 +4,8 @@
   then the later ones in order. Writes nothing, except the new epoch a first call in another
   Redis process starts (see include/events.lua).
 
-  KEYS[1..5], ARGV[1..4]: see include/room.lua
-  ARGV[5] most members to return
+  KEYS[1..3], ARGV[1..4]: see include/bucket.lua; derives the room's keys.
+  ARGV[6] room   ARGV[7] most members to return
 
   Reply: {epoch, seq, member count, the bucket log's last entry id or '' (events of the room
   after the snapshot come after it in the log), Redis's time, then per member returned: user,
@@ -14,8 +14,8 @@
 ]]
 -- @include "record"
 -- @include "events"
-local limit = tonumber(ARGV[5])
-local reply = { currentEpoch(), 0, memberCount(), '', now }
+local r, limit = openRoom(ARGV[6]), tonumber(ARGV[7])
+local reply = { (currentEpoch()), 0, memberCount(r), '', now }
 if logLength > 0 then
   local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
   reply[4] = last and last[1] or '0-0'
@@ -25,12 +25,12 @@ if reply[3] == 0 then
   -- An empty room's next event starts a new chain (prev 0) with a number above the counter.
   reply[2] = tonumber(rcall('HGET', seqKey, 'n')) or 0
 else
-  reply[2] = tonumber(rcall('HGET', roomKey, ''))
-  if reply[3] > limit and indexed() then
-    users = rcall('ZRANGE', indexKey, 0, limit - 1)
-    raws = rcall('HMGET', roomKey, unpack(users))
+  reply[2] = readMeta(r)[SEQ]
+  if reply[3] > limit and indexed(r) then
+    users = rcall('ZRANGE', r.index, 0, limit - 1)
+    raws = rcall('HMGET', r.key, unpack(users))
   else
-    users, raws = readMembers()
+    users, raws = readMembers(r)
   end
 end
 for i = 1, math.min(#users, limit) do

@@ -2,17 +2,21 @@
   Replaces a present user's state (a small JSON object: status, device, ...). Publishes one
   'update' when it changed; never a leave and a join.
 
-  KEYS, ARGV[1..4]: see include/room.lua
-  ARGV[5] user   ARGV[6] state JSON
+  KEYS, ARGV[1..5]: see include/bucket.lua; derives the room's keys.
+  ARGV[6] room   ARGV[7] user   ARGV[8] state JSON
 
   Reply: {outcome, seq of the event or 0, its epoch or ''}
 ]]
--- @include "replay"
 -- @include "presence"
+-- @include "reply"
 local OUTCOME = outcomes('absent', 'unchanged', 'updated')
-local user, state = ARGV[5], ARGV[6]
+local resent = keptReply()
+if resent then
+  return resent
+end
+local r, user, state = openRoom(ARGV[6]), ARGV[7], ARGV[8]
 
-local rec = expireOverdue(user, load(user))
+local rec = expireOverdue(r, user, load(r, user))
 if not rec then
   return { OUTCOME.absent, 0, '' }
 end
@@ -20,6 +24,5 @@ if rec.s == state then
   return { OUTCOME.unchanged, 0, '' }
 end
 rec.s = state
-save(user, rec)
-local seq, epoch = publish(user, 'update', stateFragment(state))
-return remember({ OUTCOME.updated, seq, epoch })
+save(r, user, rec)
+return remember(OUTCOME.updated, publish(r, user, 'update', stateFragment(state)))

@@ -1,0 +1,14 @@
+--[[
+  A room's counts, read from its meta alone: no member is read.
+
+  KEYS[1], ARGV[1..4]: see include/bucket.lua; derives the room's key.
+  ARGV[6] room
+
+  Reply: {members (those in their leave grace included), live connections, members typing}
+]]
+-- @include "meta"
+local m = readMeta(openRoom(ARGV[6]))
+if not m then
+  return { 0, 0, 0 }
+end
+return { m[USERS], m[CONNS], m[TYPING] }

@@ -1,0 +1,161 @@
+--[[
+  Refreshes connections of users in rooms of one bucket: one entry or a batch of them. A user's
+  first live connection in a room publishes 'join' (after the overdue 'leave' of connections that
+  expired unannounced, so events alternate). A new state, when given and different, is stored
+  and published as 'update' (or rides the join). A user holds at most 64 connections per room: a
+  new one beyond that replaces the one silent the longest, so a client reconnecting in a loop
+  cannot grow the record.
+  A steady heartbeat (see steadyBeat in record) patches the connection's time in place and
+  touches nothing else: no event, no index, no due entry (those hold lower bounds, which a later
+  heartbeat keeps true), no count. All the steady ones go first, one HMGET and one HSET per room;
+  the others then each run the whole transition, in order.
+
+  KEYS, ARGV[1..5]: see include/bucket.lua; derives the keys of each room named.
+  ARGV[6] and on, per room: its id, n, then n entries of 3: user, connection (at most 9 bytes),
+  options: '' or '<capacity>:<state JSON>'. Capacity (0 for no limit) is the most members the room
+  may hold: a user who is not present cannot join a room that holds as many (members in their
+  leave grace count); nothing is written or published. A present user's other connections always
+  get in. An empty state keeps the stored one.
+
+  Reply: 0 when every entry was refreshed and nothing was published; else {epoch of the events
+  published or '', then per entry that did more: its index (from 0), outcome, seq or 0}.
+]]
+-- @include "record"
+local OUTCOME = outcomes('refreshed', 'joined', 'full')
+local FIELDS = 3
+-- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
+-- and so does a heartbeat whose connection's previous one lies in an earlier quarter of the TTL;
+-- a connection beating at least once a presence window (at most a third of the TTL) thus refreshes
+-- them at least every quarter TTL plus a window, and a steady heartbeat skips the PEXPIREs.
+local quarter = keyTtl / 4
+
+local slow = {}
+local at, index = 6, 0
+while at <= #ARGV do
+  local r, n, first = openRoom(ARGV[at]), tonumber(ARGV[at + 1]), at + 2
+  local users = {}
+  for k = 0, n - 1 do
+    users[k + 1] = ARGV[first + k * FIELDS]
+  end
+  local raws = rcall('HMGET', r.key, unpack(users))
+  -- A user may come twice (two connections): the second patch applies to the first's result.
+  local patched, changed = {}, {}
+  for k = 0, n - 1 do
+    local a = first + k * FIELDS
+    local user, conn, options = ARGV[a], ARGV[a + 1], ARGV[a + 2]
+    local raw = patched[user] or raws[k + 1]
+    local beat = options == '' and raw and steadyBeat(raw, conn, quarter)
+    if beat then
+      if not patched[user] then
+        changed[#changed + 1] = user
+      end
+      patched[user] = beat
+    else
+      slow[#slow + 1] = { index + k, r, user, conn, options }
+    end
+  end
+  if #changed > 0 then
+    local fields = {}
+    for _, user in ipairs(changed) do
+      fields[#fields + 1], fields[#fields + 2] = user, patched[user]
+    end
+    rcall('HSET', r.key, unpack(fields))
+  end
+  at, index = first + n * FIELDS, index + n
+end
+if #slow == 0 then
+  -- A bare 0, not a table: Redis takes longer to reply with a table than to run this path.
+  return 0
+end
+
+-- Not steady: everything else is defined only now, so that a steady heartbeat never pays for it.
+-- @include "presence"
+-- @include "replay"
+-- Keeps every record, and so every script, bounded.
+local MAX_CONNECTIONS = 64
+
+local resent = keptReplies()
+if resent then
+  local reply = { '' }
+  for _, kept in ipairs(resent) do
+    local i, outcome, seq, ordinal = unpack(kept)
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = i, outcome, seq
+    if ordinal ~= 0 then
+      reply[1] = epochOf(ordinal)
+    end
+  end
+  return reply
+end
+
+-- One entry that is not a steady heartbeat. Returns its outcome and what it published, if any:
+-- seq, epoch and the epoch's ordinal.
+local function beat(r, user, conn, state, capacity)
+  local rec = expireOverdue(r, user, load(r, user))
+  local joined = not rec
+  if joined and capacity > 0 and memberCount(r) >= capacity then
+    return OUTCOME.full
+  end
+  if joined then
+    rec = { j = now, ids = {}, beats = {}, s = '' }
+    if not readMeta(r) then
+      createRoom(r)
+      dropIndex(r)
+    end
+  end
+  local slot, added = findConnection(rec, conn), 0
+  local previousBeat = slot and rec.beats[slot]
+  if not slot then
+    slot, added = #rec.ids + 1, 1
+    if slot > MAX_CONNECTIONS then
+      slot, added = 1, 0
+      for i = 2, #rec.ids do
+        if rec.beats[i] < rec.beats[slot] then
+          slot = i
+        end
+      end
+    end
+    rec.ids[slot] = conn
+  end
+  rec.beats[slot] = now
+  -- A connection back within the leave grace: the leave is called off, and nothing is published.
+  rec.g, rec.r = nil, nil
+  local changed = state ~= '' and state ~= rec.s
+  if changed then
+    rec.s = state
+  end
+  save(r, user, rec)
+  adjust(r, joined and 1 or 0, added, 0)
+  local outcome, seq, epoch, ordinal = OUTCOME.refreshed, nil, nil, nil
+  if joined then
+    listJoined(r, user)
+    rcall('ZADD', dueKey, 'LT', now + presenceWindow, r.name)
+    if indexed(r) then
+      rcall('ZADD', r.index, now + presenceWindow, user)
+    elseif memberCount(r) > INDEX_FROM then
+      buildIndex(r)
+    end
+    outcome = OUTCOME.joined
+    seq, epoch, ordinal = publish(r, user, 'join', stateFragment(rec.s) .. rosterFragment(r))
+  elseif changed then
+    seq, epoch, ordinal = publish(r, user, 'update', stateFragment(rec.s))
+  end
+  -- After the writes: every key they made gets its expiry.
+  if not previousBeat or math.floor(previousBeat / quarter) ~= math.floor(now / quarter) then
+    refreshTtl(r)
+  end
+  return outcome, seq, epoch, ordinal
+end
+
+local reply = { '' }
+for _, entry in ipairs(slow) do
+  local i, r, user, conn, options = unpack(entry)
+  local capacity, state = string.match(options, '^(%d+):(.*)$')
+  local outcome, seq, epoch, ordinal = beat(r, user, conn, state or '', tonumber(capacity) or 0)
+  if outcome ~= OUTCOME.refreshed or seq then
+    reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = i, outcome, seq or 0
+    reply[1] = epoch or reply[1]
+    keepReply(i, outcome, seq or 0, ordinal or 0)
+  end
+end
+keepReplies()
+return #reply > 1 and reply or 0

@@ -1,0 +1,45 @@
+--[[
+  Shared by every script of a bucket's rooms: the bucket's keys, the settings a steady heartbeat
+  needs, Redis's clock, the packing primitives and how scripts name their outcomes. A room's keys
+  carry its bucket's hash tag, so one call stays in one slot, on a Cluster too.
+
+  KEYS[1] due      zset: room -> lower bound of the room's next deadline
+  KEYS[2] seq      hash: 'n' the event counter; 'epoch', 'node' (who owns it), 'k' its ordinal and
+                   'e<k>' recent epochs (see events); 'rooms', 'users', 'conns', 'typing' the
+                   bucket's counts, and a reconcile's own while one runs (see meta)
+  KEYS[3] log      stream of the bucket's events (written only when the log is on)
+  KEYS[4] replay   string: the replies kept of one generation of the calling instance's calls
+                   (see replay); scripts that change nothing get no such key
+  Derived from the bucket's tag and a room's id (ARGV), for each room a script names:
+    '<tag>:u:<room>'  hash: user -> member record (see record); field '' -> the room's meta
+                      (see meta), present whenever the room has members
+    '<tag>:z:<room>'  zset: user -> lower bound of the member's next deadline; only while the
+                      room holds more than INDEX_FROM members (see members)
+  ARGV[1] presence window ms   ARGV[2] typing window ms   ARGV[3] key ttl ms (safety net)
+  ARGV[4] what only a change needs (see options)   ARGV[5] the call's number (see replay)
+  ARGV[6] and on: the script's own arguments
+]]
+-- @include "clock"
+local rcall = redis.call
+local spack, sunpack, sbyte, ssub, schar = struct.pack, struct.unpack, string.byte, string.sub, string.char
+local dueKey, seqKey, logKey, replayKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- '{prefix:bucket}', from '{prefix:bucket}:due'.
+local tag = ssub(dueKey, 1, -5)
+local presenceWindow = tonumber(ARGV[1])
+local typingWindow = tonumber(ARGV[2])
+local keyTtl = tonumber(ARGV[3])
+
+-- A room of the bucket: its id and its keys.
+local function openRoom(name)
+  return { name = name, key = tag .. ':u:' .. name, index = tag .. ':z:' .. name }
+end
+
+-- A script's outcomes, named once: outcomes('a', 'b').b == 1. The TypeScript side decodes them
+-- by the same names, in the same order (a test reads both).
+local function outcomes(...)
+  local codes = {}
+  for i, name in ipairs({ ... }) do
+    codes[name] = i - 1
+  end
+  return codes
+end

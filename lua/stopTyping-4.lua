@@ -1,0 +1,25 @@
+--[[
+  Clears a user's typing mark (the user sent the message or cleared the input). Publishes
+  'typing-stop' (reason explicit) only when the user was typing.
+
+  KEYS, ARGV[1..5]: see include/bucket.lua; derives the room's keys.
+  ARGV[6] room   ARGV[7] user
+
+  Reply: {outcome, seq of the event or 0, its epoch or ''}
+]]
+-- @include "presence"
+-- @include "reply"
+local OUTCOME = outcomes('notTyping', 'stopped')
+local resent = keptReply()
+if resent then
+  return resent
+end
+local r, user = openRoom(ARGV[6]), ARGV[7]
+
+local rec = expireOverdue(r, user, load(r, user))
+if not rec or not rec.t then
+  return { OUTCOME.notTyping, 0, '' }
+end
+local seq, epoch, ordinal = endTyping(r, user, rec, 'explicit')
+save(r, user, rec)
+return remember(OUTCOME.stopped, seq, epoch, ordinal)

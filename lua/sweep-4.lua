@@ -1,0 +1,129 @@
+--[[
+  Expires what is due in a bucket's rooms (or in one room): connections past the presence
+  window, typing marks past the typing window, leave graces that ended. Publishes one 'leave'
+  (reason expired, or the reason the grace was started with) per member who thereby left and
+  one 'typing-stop' per expired mark, then rewrites each room's due entry with its exact next
+  deadline (or drops it with the emptied room). Concurrent calls never announce an expiry twice:
+  each member is settled atomically. At most `batch` members are expired and `rooms` rooms
+  visited per call, so Redis is never blocked for long: the reply says when more is due.
+  A room that fails (a record no script wrote) is passed over, so that it cannot keep its
+  bucket's other rooms from being swept, and the reply says why it failed.
+  A room of up to INDEX_FROM members is read whole; a bigger one through its index, whose entries
+  are lower bounds: a member found not expired gets its exact deadline back. A room whose keys
+  expired unannounced (the safety net) loses its due entry; its counts are a reconcile's to mend.
+
+  KEYS, ARGV[1..5]: see include/bucket.lua; derives the keys of the rooms it sweeps.
+  ARGV[6] a room, or '' for the bucket's rooms due now, the longest overdue first
+  ARGV[7] batch: most members to expire   ARGV[8] most rooms to visit
+
+  Reply: {connections dropped, leaves, typing stops, 1 if more is due now else 0, how long the
+  first room visited had been due (ms), rooms visited, the first failure's message or ''}
+]]
+-- @include "presence"
+-- @include "replay"
+-- A kept sweep: its counts in the entry's seq (16 bits each), rooms and more in index and outcome.
+do
+  local resent = keptReplies()
+  if resent then
+    local rooms, more, counts = unpack(resent[1])
+    return { math.floor(counts / 2 ^ 32), math.floor(counts / 2 ^ 16) % 2 ^ 16, counts % 2 ^ 16, more, 0, rooms, '' }
+  end
+end
+local batch, roomLimit = tonumber(ARGV[7]), tonumber(ARGV[8])
+
+local names, lag = {}, 0
+local due = ARGV[6] == '' and rcall('ZRANGE', dueKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, roomLimit, 'WITHSCORES')
+  or { ARGV[6], rcall('ZSCORE', dueKey, ARGV[6]) }
+for i = 1, #due, 2 do
+  if due[i + 1] and tonumber(due[i + 1]) <= now then
+    names[#names + 1] = due[i]
+    lag = math.max(lag, now - tonumber(due[i + 1]))
+  end
+end
+
+local dropped, leaves, stops, expired = 0, 0, 0, 0
+local function expireCounted(r, user, rec)
+  local live, d, l, s = expire(r, user, rec)
+  dropped, leaves, stops, expired = dropped + d, leaves + l, stops + s, expired + 1
+  return live
+end
+
+-- The earliest deadline of a room without an index, expiring up to the batch on the way.
+local function scanRoom(r)
+  local users, raws = readMembers(r)
+  local earliest
+  for i, user in ipairs(users) do
+    local at = packedDeadline(raws[i])
+    if at <= now and expired < batch then
+      local rec = expireCounted(r, user, decode(raws[i]))
+      at = rec and deadline(rec)
+    end
+    if at and (not earliest or at < earliest) then
+      earliest = at
+    end
+  end
+  return earliest
+end
+
+-- Expires what is due in one room; returns its next deadline, or nil once it is gone.
+local function sweepRoom(r)
+  if not readMeta(r) then
+    -- Gone unannounced: its keys expired (no sweeper ran for a key TTL), or data was lost.
+    rcall('ZREM', dueKey, r.name)
+    rcall('DEL', r.index)
+    return nil
+  end
+  local earliest
+  if indexed(r) then
+    for _, user in ipairs(rcall('ZRANGE', r.index, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch - expired)) do
+      local rec = load(r, user)
+      if rec and deadline(rec) <= now then
+        rec = expireCounted(r, user, rec)
+      end
+      if rec then
+        -- XX: an index dropped meanwhile (the room shrank) must not come back with one entry.
+        rcall('ZADD', r.index, 'XX', deadline(rec), user)
+      else
+        rcall('ZREM', r.index, user)
+      end
+    end
+    if indexed(r) then
+      earliest = tonumber(rcall('ZRANGE', r.index, 0, 0, 'WITHSCORES')[2])
+    end
+  end
+  if not earliest and readMeta(r) then
+    earliest = scanRoom(r)
+  end
+  if earliest then
+    rcall('ZADD', dueKey, earliest, r.name)
+  elseif readMeta(r) then
+    dropRoom(r)
+  end
+  return earliest
+end
+
+local more, settled, failure = 0, 0, ''
+for _, name in ipairs(names) do
+  if expired >= batch then
+    more = 1
+    break
+  end
+  local ok, earliest = pcall(sweepRoom, openRoom(name))
+  if not ok then
+    failure = failure ~= '' and failure or (type(earliest) == 'table' and earliest.err or tostring(earliest))
+  else
+    settled = settled + 1
+    if earliest and earliest <= now then
+      more = 1
+    end
+  end
+end
+-- More rooms may be due than were listed; failing ones alone are not worth another call.
+if ARGV[6] == '' and #names == roomLimit and settled > 0 then
+  more = 1
+end
+if expired > 0 then
+  keepReply(#names, more, dropped * 2 ^ 32 + leaves * 2 ^ 16 + stops, 0)
+  keepReplies()
+end
+return { dropped, leaves, stops, more, lag, #names, failure }
