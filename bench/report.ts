@@ -280,7 +280,7 @@ export function markdown(r: Results): string {
     "",
     headline(r),
     "",
-    "rollcall against the seed's naive tracker (`bench/naive.ts`, a call-for-call port; its " +
+    "rollcall against the seed's naive tracker (`test/kit/naive.ts`, a call-for-call port; its " +
       "work as one script under redis-benchmark; its sorted sets for memory) and against " +
       "redis-benchmark running rollcall's own heartbeat script, all on the same Redis in the " +
       "same run. Reproduce with `make bench`. The bench reports; it fails only on a broken run " +

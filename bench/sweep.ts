@@ -9,7 +9,7 @@ import {
 import { forEachInFlight, sleep } from "./drive.js";
 import { members, type Member } from "./population.js";
 import type { Lab } from "./lab.js";
-import { NaiveTracker } from "./naive.js";
+import { NaiveTracker } from "../test/kit/naive.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import {

@@ -10,7 +10,7 @@ import { RollcallClient } from "../client/index.js";
 import { Rollcall } from "../engine/rollcall.js";
 import type { PresenceEvent } from "../protocol/events.js";
 import { Subscriber } from "../runtime/subscriber.js";
-import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../embedded.js";
 import { engineOptions, spawnGateway, windowsFrom, type GatewayProcess } from "./instances.js";
 
 const ROOM = "lobby";

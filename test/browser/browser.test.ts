@@ -16,7 +16,9 @@ import {
 } from "../../src/dev/instances.js";
 import { Rollcall } from "../../src/engine/rollcall.js";
 import type { ReplicaRoster } from "../../src/protocol/replica.js";
-import { client, redisUrl, sleep } from "../support/redis.js";
+import { client, redisUrl } from "../kit/redis.js";
+import { asReplica } from "../kit/rosters.js";
+import { eventually } from "../kit/wait.js";
 
 const WINDOWS: Windows = {
   presenceWindowMs: 3_000,
@@ -51,9 +53,7 @@ async function replica(page: Page): Promise<ReplicaRoster> {
 
 /** The same, from Redis: what the replica must converge to. */
 async function truth(rollcall: Rollcall, room: string): Promise<ReplicaRoster> {
-  const r = await rollcall.roster(room);
-  const members = r.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state }));
-  return { room, epoch: r.epoch, seq: r.seq, count: r.count, members, typing: r.typing };
+  return asReplica(await rollcall.roster(room));
 }
 
 describe("the demo page in a real browser, on two gateway processes", function () {
@@ -234,13 +234,11 @@ describe("the demo page in a real browser, on two gateway processes", function (
     await startGateway(1);
     const restarted = performance.now();
     await until(bob, `document.getElementById("status").textContent === "open"`, 10_000);
-    let converged = false;
-    const deadline = performance.now() + 10_000;
-    while (!converged && performance.now() < deadline) {
-      const [seen, actual] = await Promise.all([replica(bob), truth(rollcall, "reconnect")]);
-      converged = JSON.stringify(seen) === JSON.stringify(actual);
-      if (!converged) await sleep(50);
-    }
+    const converged = async () => {
+      expect(await replica(bob)).to.deep.equal(await truth(rollcall, "reconnect"));
+      return true;
+    };
+    await eventually(converged, 10_000, "bob's replica to converge");
     const done = performance.now();
     console.log(
       `      replica converged ${Math.round(done - restarted)} ms after the restart, ` +

@@ -25,10 +25,17 @@ import {
   type RollcallOptions,
   type RoomWatch,
 } from "../../src/index.js";
-import type { CallRecord } from "../support/invariants.js";
-import { audit, explain, table, type Audit, type AuditViolation, type Logged } from "./audit.js";
+import type { CallRecord } from "../kit/invariants.js";
+import {
+  audit,
+  explain,
+  table,
+  type Audit,
+  type AuditViolation,
+  type Logged,
+} from "../kit/audit.js";
 import type { ChildConfig, ChildMessage } from "./ipc.js";
-import { newSeed, Random } from "./random.js";
+import { newSeed, Random } from "../kit/random.js";
 import { RedisProcess } from "./server.js";
 
 type Fault =
@@ -452,7 +459,7 @@ async function main(): Promise<number> {
       "- _left present by a loss, room silent since_: members the log shows present for good: their",
       "  room's last events went with the data and nothing happened in it since, so no event of a new",
       "  epoch tells a consumer to resync (a limit of epochs, measured, not a violation).",
-      "- _violations_: the invariant checker (test/support/invariants.ts) over the log (complete within",
+      "- _violations_: the invariant checker (test/kit/invariants.ts) over the log (complete within",
       "  each epoch), pub/sub and the call results, plus: no number carried by two events, no",
       "  acknowledged write missing without a data-losing fault, every stored entry handled.",
       "",

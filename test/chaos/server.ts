@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { RedisBinary } from "redis-memory-server";
-import { systemRedisServer } from "../../src/dev/embedded.js";
+import { systemRedisServer } from "../../src/embedded.js";
 
 /** A port nothing listens on right now. */
 export function freePort(): Promise<number> {

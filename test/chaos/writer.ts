@@ -2,8 +2,8 @@
 import { Redis } from "ioredis";
 import { Rollcall, RollcallError } from "../../src/index.js";
 import { child, tell } from "./ipc.js";
-import { Random } from "./random.js";
-import { randomCall } from "./traffic.js";
+import { Random } from "../kit/random.js";
+import { randomCall } from "../kit/traffic.js";
 
 const { config, stopped } = child();
 const redis = new Redis(config.url);

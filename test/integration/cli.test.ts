@@ -1,12 +1,13 @@
 import { expect } from "chai";
 import { execFile, spawn, type ChildProcess } from "node:child_process";
 import { readdirSync, statSync } from "node:fs";
-import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Rollcall, type Roster } from "../../src/index.js";
-import { useCluster } from "../support/cluster.js";
-import { IMMEDIATE, client, eventually, listen, redisUrl, sleep } from "../support/redis.js";
+import { useCluster } from "../kit/cluster.js";
+import { freePort } from "../kit/ports.js";
+import { IMMEDIATE, client, listen, redisUrl } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -67,14 +68,6 @@ function stale(dir = "cli"): boolean {
     }
   }
   return false;
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 interface Counts {
@@ -365,7 +358,7 @@ describe("the rollcall CLI", function () {
     });
 
     it("an unreachable Redis exits 1 within seconds, in one line", async () => {
-      const port = await closedPort();
+      const port = await freePort();
       const { code, stdout, stderr, ms } = await cli(["stats"], {
         REDIS_URL: `redis://127.0.0.1:${port}`,
       });

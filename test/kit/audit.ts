@@ -4,7 +4,7 @@
  * result. Pure (no Redis, no I/O), shared by the cluster fault suite and the chaos runner.
  */
 import type { EventType, PresenceEvent } from "../../src/index.js";
-import { History, type CallRecord, type Counts } from "../support/invariants.js";
+import { History, type CallRecord, type Counts } from "./invariants.js";
 
 /** One log entry: where it sits (its bucket's stream, its id) and the event it holds. */
 export interface Logged {
