@@ -21,13 +21,16 @@ interface Result {
   ms: number;
 }
 
+/** The CLI as a process, killed after 20 s: a hang fails the test, not the run. */
 function start(args: string[], env: Record<string, string> = {}): ChildProcess {
   return spawn(process.execPath, [MAIN, ...args], {
     env: { ...process.env, REDIS_URL: redisUrl(), NO_COLOR: "1", ...env },
+    timeout: 20_000,
+    killSignal: "SIGKILL",
   });
 }
 
-/** Runs the CLI to its end (killed after 20 s: a hang fails the test, not the run). */
+/** Runs the CLI to its end. */
 function cli(args: string[], env?: Record<string, string>): Promise<Result> {
   const started = performance.now();
   const child = start(args, env);
@@ -35,13 +38,11 @@ function cli(args: string[], env?: Record<string, string>): Promise<Result> {
   let stderr = "";
   child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
   return new Promise((resolve, reject) => {
     child.once("error", reject);
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: performance.now() - started });
-    });
+    child.once("close", (code) =>
+      resolve({ code, stdout, stderr, ms: performance.now() - started }),
+    );
   });
 }
 

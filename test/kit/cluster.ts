@@ -6,7 +6,7 @@ import { Cluster, Redis, type ClusterOptions } from "ioredis";
 import { RedisBinary } from "redis-memory-server";
 import { systemRedisServer } from "../../src/embedded.js";
 import { portIsFree } from "./ports.js";
-import { eventually, sleep } from "./wait.js";
+import { eventually } from "./wait.js";
 
 /** One node as a node's CLUSTER NODES line describes it. */
 export interface NodeInfo {
@@ -31,8 +31,6 @@ export interface LocalClusterOptions {
 export interface MigrateOptions {
   /** Keys per MIGRATE. */
   batch?: number;
-  /** A pause after each batch, for traffic to run against a half-migrated slot. */
-  pauseMs?: number;
   onBatch?: (moved: string[]) => void | Promise<void>;
 }
 
@@ -342,7 +340,7 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
         timeoutMs,
         "every replica's link up",
       ),
-    migrateSlot: async (slot, fromPort, toPort, { batch = 10, pauseMs = 0, onBatch } = {}) => {
+    migrateSlot: async (slot, fromPort, toPort, { batch = 10, onBatch } = {}) => {
       const [from, to] = [at(fromPort), at(toPort)];
       const [fromId, toId] = await Promise.all([myId(from), myId(to)]);
       await to.admin.call("CLUSTER", "SETSLOT", slot, "IMPORTING", fromId);
@@ -351,8 +349,7 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
         const keys = (await from.admin.call("CLUSTER", "GETKEYSINSLOT", slot, batch)) as string[];
         if (keys.length === 0) break;
         await from.admin.call("MIGRATE", HOST, toPort, "", 0, 5000, "KEYS", ...keys);
-        await onBatch?.(keys);
-        if (pauseMs > 0) await sleep(pauseMs);
+        await onBatch?.(keys); // e.g. traffic against the half-migrated slot
       }
       const others = running().filter((n) => n !== from && n !== to);
       const roles = await Promise.all(others.map(roleOf));
