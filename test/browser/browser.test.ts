@@ -1,12 +1,9 @@
 // The demo page in headless Chromium (Debian's chromium, driven by playwright-core), one page per
 // gateway instance, each instance a process of its own (src/dev/gatewayServer.ts) on the test's
-// Redis. The page loads the browser client as tsc emits it: dist/ is rebuilt first when stale.
+// Redis. The page loads the browser client as tsc emits it: dist/ is built first.
 import { expect } from "chai";
-import { execFile } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { copyFile, mkdir } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import {
   engineOptions,
@@ -16,6 +13,7 @@ import {
 } from "../../src/dev/instances.js";
 import { Rollcall } from "../../src/engine/rollcall.js";
 import type { ReplicaRoster } from "../../src/protocol/replica.js";
+import { buildDist, expectBuilt, ROOT } from "../kit/build.js";
 import { client, redisUrl } from "../kit/redis.js";
 import { asReplica } from "../kit/rosters.js";
 import { eventually } from "../kit/wait.js";
@@ -30,21 +28,7 @@ const WINDOWS: Windows = {
   leaveGraceMs: 0,
 };
 const CHROMIUM = "/usr/bin/chromium";
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const SCREENSHOT = `${ROOT}test/browser/screenshots/demo.png`;
-
-/** Whether tsc's output for the browser (dist/client, dist/protocol) is older than its source. */
-function distStale(): boolean {
-  for (const dir of ["client", "protocol"]) {
-    for (const file of readdirSync(`${ROOT}src/${dir}`)) {
-      if (!file.endsWith(".ts")) continue;
-      const out = `${ROOT}dist/${dir}/${file.replace(/\.ts$/, ".js")}`;
-      if (!existsSync(out) || statSync(out).mtimeMs < statSync(`${ROOT}src/${dir}/${file}`).mtimeMs)
-        return true;
-    }
-  }
-  return false;
-}
 
 /** What a page's replica holds, read from the page (the demo exposes its client and room). */
 async function replica(page: Page): Promise<ReplicaRoster> {
@@ -95,13 +79,8 @@ describe("the demo page in a real browser, on two gateway processes", function (
 
   before(async function () {
     this.timeout(120_000);
-    if (distStale()) {
-      // tsc emits even past a type error elsewhere in src/; only a stale client matters here.
-      await promisify(execFile)(`${ROOT}node_modules/.bin/tsc`, ["-p", "tsconfig.build.json"], {
-        cwd: ROOT,
-      }).catch(() => undefined);
-      if (distStale()) throw new Error("dist/client is stale and tsc could not rebuild it");
-    }
+    await buildDist();
+    expectBuilt("client", "protocol");
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium`);
     // The instances outlive each test: they start on an empty Redis, whatever ran before them.
     const admin = client();

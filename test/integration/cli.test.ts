@@ -1,16 +1,13 @@
 import { expect } from "chai";
-import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
+import { spawn, type ChildProcess } from "node:child_process";
 import { Rollcall, type Roster } from "../../src/index.js";
+import { buildDist, expectBuilt, ROOT } from "../kit/build.js";
 import { useCluster } from "../kit/cluster.js";
 import { freePort } from "../kit/ports.js";
 import { IMMEDIATE, client, listen, redisUrl } from "../kit/redis.js";
 import { eventually, sleep } from "../kit/wait.js";
 
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const MAIN = `${ROOT}dist/cli/main.js`;
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 
@@ -52,25 +49,6 @@ async function json<T>(args: string[]): Promise<T> {
   return JSON.parse(stdout) as T;
 }
 
-/** Whether tsc's output for the CLI is missing or older than its source. */
-function stale(dir = "cli"): boolean {
-  for (const entry of readdirSync(`${ROOT}src/${dir}`, { withFileTypes: true })) {
-    const path = `${dir}/${entry.name}`;
-    if (entry.isDirectory()) {
-      if (stale(path)) return true;
-      continue;
-    }
-    if (!entry.name.endsWith(".ts")) continue;
-    const out = `${ROOT}dist/${path.replace(/\.ts$/, ".js")}`;
-    try {
-      if (statSync(out).mtimeMs < statSync(`${ROOT}src/${path}`).mtimeMs) return true;
-    } catch {
-      return true;
-    }
-  }
-  return false;
-}
-
 interface Counts {
   rooms: number;
   users: number;
@@ -97,11 +75,8 @@ async function populate(rc: Rollcall): Promise<void> {
 describe("the rollcall CLI", function () {
   before(async function () {
     this.timeout(120_000);
-    // tsc emits even past a type error elsewhere in src/; only a stale CLI matters here.
-    await promisify(execFile)("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: ROOT }).catch(
-      () => undefined,
-    );
-    if (stale()) throw new Error("dist/cli is stale and tsc could not rebuild it");
+    await buildDist();
+    expectBuilt("cli");
   });
 
   describe("roster", () => {

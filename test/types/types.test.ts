@@ -7,9 +7,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { buildDist, expectBuilt, ROOT } from "../kit/build.js";
 
 const run = promisify(execFile);
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const FIXTURES = fileURLToPath(new URL("./fixtures/", import.meta.url));
 
 interface Consumer {
@@ -79,7 +79,8 @@ describe("the type declarations, for a TypeScript user with skipLibCheck off", f
 
   before(async function () {
     this.timeout(120_000);
-    await run("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: ROOT });
+    await buildDist();
+    expectBuilt("index.ts", "client", "gateway", "engine", "protocol", "runtime");
   });
 
   for (const { fixture, ...consumer } of CONSUMERS) {
