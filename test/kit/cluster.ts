@@ -145,6 +145,7 @@ function adminOf(port: number): Redis {
     host: HOST,
     port,
     retryStrategy: (times) => (times > 100 ? null : 50),
+    showFriendlyErrorStack: true,
   }).on("error", () => undefined); // refused until the server listens; ping() fails if it never does
 }
 
@@ -299,21 +300,26 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
     failover: async (replicaPort, mode) => {
       const node = at(replicaPort);
       // Redis gives a manual failover up after 5 s when the replica cannot catch up with its
-      // master in time (a loaded host): ask again, as an operator would.
-      for (let attempt = 1; ; attempt++) {
-        await node.admin.call("CLUSTER", "FAILOVER", ...(mode ? [mode] : []));
+      // master in time (a loaded host): ask again, as an operator would. And a replica that won
+      // an election a few seconds before may count those votes again, keep its old config epoch
+      // and be demoted at once (Redis 7.0, after forced failovers back and forth): TAKEOVER
+      // then, which takes a new epoch (the replica is in sync, nothing is lost).
+      for (let attempt = 1, how = mode; ; attempt++) {
+        await node.admin.call("CLUSTER", "FAILOVER", ...(how ? [how] : []));
         try {
           await eventually(
             async () => (await roleOf(node)) === "master",
             6_000,
             `node ${replicaPort} to take over`,
           );
-          break;
+          await waitForOk();
+          if ((await roleOf(node)) === "master") return;
+          how = "TAKEOVER";
         } catch (error) {
           if (attempt === 3) throw error;
         }
+        if (attempt === 3) throw new Error(`node ${replicaPort} was demoted again`);
       }
-      await waitForOk();
     },
     kill: async (port, signal = "SIGKILL") => {
       const node = at(port);
