@@ -21,7 +21,7 @@ const LAYERS = {
 const ISOMORPHIC = ["node:*", "ioredis", "ws", "jose"];
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "bench/results/"] },
+  { ignores: ["dist/", "node_modules/", "bench/results/", "test/types/fixtures/"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {

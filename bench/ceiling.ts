@@ -10,7 +10,7 @@ import {
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { NAIVE_HEARTBEAT, TIME_ONLY } from "./lua.js";
-import { NaiveTracker } from "./naive.js";
+import { NaiveTracker } from "../test/kit/naive.js";
 import { grid, padded, RANDOM, type Member } from "./population.js";
 import { median } from "./stats.js";
 

@@ -1,7 +1,3 @@
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
 /** Calls `work` for every item, at most `inFlight` at a time: fast set-up without a flood. */
 export async function forEachInFlight<T>(
   items: readonly T[],

@@ -2,7 +2,7 @@ import { parseEvent, Rollcall } from "../src/index.js";
 import { populate } from "./heartbeat.js";
 import { members, STEADY } from "./population.js";
 import type { Lab } from "./lab.js";
-import { NaiveTracker, type NaiveEvent } from "./naive.js";
+import { NaiveTracker, type NaiveEvent } from "../test/kit/naive.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import { histogram, percentiles, type Percentiles } from "./stats.js";

@@ -1,10 +1,11 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { SignJWT } from "jose";
 import WebSocket, { type RawData } from "ws";
 import { Rollcall, type PresenceEvent, type RollcallOptions } from "../src/index.js";
 import { SUBPROTOCOL, type ClientFrame, type ServerFrame } from "../src/gateway/index.js";
-import { forEachInFlight, sleep } from "./drive.js";
+import { forEachInFlight } from "./drive.js";
 import { Inbox } from "./fanout.js";
 import type {
   FromGateway,

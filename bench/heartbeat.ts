@@ -3,7 +3,7 @@ import { Rollcall } from "../src/index.js";
 import { Ceiling, type CeilingResults, type CeilingRun } from "./ceiling.js";
 import { forEachInFlight, keepBusy } from "./drive.js";
 import type { Lab } from "./lab.js";
-import { NaiveTracker } from "./naive.js";
+import { NaiveTracker } from "../test/kit/naive.js";
 import { members, STEADY, type Member } from "./population.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";

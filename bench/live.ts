@@ -1,6 +1,7 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { Rollcall, Sweeper, type RollcallOptions } from "../src/index.js";
 import { benchmarkScript, loadScript } from "./benchmark.js";
-import { forEachInFlight, sleep } from "./drive.js";
+import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { TIME_ONLY, TIME_ZSCORE } from "./lua.js";
 import { grid, RANDOM, type Member } from "./population.js";

@@ -1,7 +1,7 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { availableParallelism, cpus, platform } from "node:os";
 import { parseArgs } from "node:util";
-import { startEmbeddedRedis, type EmbeddedRedis } from "../src/dev/embedded.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
 import { chart } from "./chart.js";
 import { benchLog, logSteps } from "./eventLog.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";

@@ -3,7 +3,7 @@ import type { Redis } from "ioredis";
 import { Rollcall } from "../src/index.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
-import { NaiveTracker } from "./naive.js";
+import { NaiveTracker } from "../test/kit/naive.js";
 import { members, STEADY, type Member } from "./population.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";

@@ -280,7 +280,7 @@ export function markdown(r: Results): string {
     "",
     headline(r),
     "",
-    "rollcall against the naive baseline (docs/baseline.md; `bench/naive.ts`, a port; its " +
+    "rollcall against the naive baseline (docs/baseline.md; `test/kit/naive.ts`, a port; its " +
       "work as one script under redis-benchmark; its sorted sets for memory) and against " +
       "redis-benchmark running rollcall's own heartbeat script, all on the same Redis in the " +
       "same run. Reproduce with `make bench`. The bench reports; it fails only on a broken run " +

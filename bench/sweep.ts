@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import type { Redis } from "ioredis";
 import {
   parseEvent,
@@ -6,10 +7,10 @@ import {
   type PassStats,
   type RollcallOptions,
 } from "../src/index.js";
-import { forEachInFlight, sleep } from "./drive.js";
+import { forEachInFlight } from "./drive.js";
 import { members, type Member } from "./population.js";
 import type { Lab } from "./lab.js";
-import { NaiveTracker } from "./naive.js";
+import { NaiveTracker } from "../test/kit/naive.js";
 import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import {

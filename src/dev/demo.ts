@@ -4,13 +4,14 @@
 //   --scripted (or DEMO_SCRIPTED=1): two bots, through the browser client over `ws`, play a short
 //   scenario instead, and the process exits 0 once every expected event has come.
 // Uses REDIS_URL when set, otherwise a throwaway embedded redis-server.
+import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import WebSocket from "ws";
 import { RollcallClient } from "../client/index.js";
 import { Rollcall } from "../engine/rollcall.js";
 import type { PresenceEvent } from "../protocol/events.js";
 import { Subscriber } from "../runtime/subscriber.js";
-import { startEmbeddedRedis, type EmbeddedRedis } from "./embedded.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../embedded.js";
 import { engineOptions, spawnGateway, windowsFrom, type GatewayProcess } from "./instances.js";
 
 const ROOM = "lobby";
@@ -18,7 +19,6 @@ const PORTS = [8081, 8082];
 const scripted = process.argv.includes("--scripted") || process.env.DEMO_SCRIPTED === "1";
 const windows = windowsFrom();
 const started = Date.now();
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 function say(who: string, text: string): void {
   const t = ((Date.now() - started) / 1000).toFixed(1).padStart(5);

@@ -1,18 +1,42 @@
-import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from "@opentelemetry/api";
+/** What rollcall attaches to a measurement: its operation, outcome, type… */
+export type MetricAttributes = Record<string, string | number | boolean>;
+
+interface InstrumentOptions {
+  description?: string;
+  unit?: string;
+}
+
+interface Sum {
+  add(value: number, attributes?: MetricAttributes): void;
+}
+
+interface Distribution {
+  record(value: number, attributes?: MetricAttributes): void;
+}
+
+/**
+ * The part of an OpenTelemetry `Meter` rollcall uses. Any Meter is one, and rollcall's type
+ * declarations need no @opentelemetry/api: a TypeScript user without it still compiles.
+ */
+export interface MeterLike {
+  createCounter(name: string, options?: InstrumentOptions): Sum;
+  createUpDownCounter(name: string, options?: InstrumentOptions): Sum;
+  createHistogram(name: string, options?: InstrumentOptions): Distribution;
+}
 
 /**
  * The counters and histograms a dashboard wants, recorded through OpenTelemetry's API when the
  * application hands rollcall a `Meter` (so they go wherever its SDK exports: Prometheus, OTLP…).
- * Without one nothing is created or recorded: only `import type` here, no dependency at runtime.
+ * Without one nothing is created or recorded: no dependency at runtime.
  */
 export class Metrics {
-  private readonly counters = new Map<string, Counter | UpDownCounter>();
-  private readonly histograms = new Map<string, Histogram>();
+  private readonly counters = new Map<string, Sum>();
+  private readonly histograms = new Map<string, Distribution>();
 
-  constructor(private readonly meter: Meter | undefined) {}
+  constructor(private readonly meter: MeterLike | undefined) {}
 
   /** A counter (or, with `upDown`, a gauge-like sum) incremented by `value`. */
-  add(name: string, value: number, attributes: Attributes = {}, upDown = false): void {
+  add(name: string, value: number, attributes: MetricAttributes = {}, upDown = false): void {
     if (!this.meter) return;
     let counter = this.counters.get(name);
     if (!counter) {
@@ -26,7 +50,7 @@ export class Metrics {
   }
 
   /** A measurement in milliseconds. */
-  record(name: string, ms: number, attributes: Attributes = {}): void {
+  record(name: string, ms: number, attributes: MetricAttributes = {}): void {
     if (!this.meter) return;
     let histogram = this.histograms.get(name);
     if (!histogram) {

@@ -1,4 +1,4 @@
-import type { Meter } from "@opentelemetry/api";
+import type { MeterLike } from "./metrics.js";
 import { integer, invalidOption, knownKeys } from "../protocol/options.js";
 
 export interface RollcallOptions {
@@ -29,7 +29,7 @@ export interface RollcallOptions {
   /** Events kept in each bucket's log (a Redis stream, trimmed to about this many); 0: no log. Default 0. */
   logLength?: number;
   /** An OpenTelemetry Meter: rollcall records its metrics through it (none without one). */
-  meter?: Meter;
+  meter?: MeterLike;
 }
 
 export type Settings = Readonly<Required<Omit<RollcallOptions, "meter">>>;

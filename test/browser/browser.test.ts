@@ -1,12 +1,9 @@
 // The demo page in headless Chromium (Debian's chromium, driven by playwright-core), one page per
 // gateway instance, each instance a process of its own (src/dev/gatewayServer.ts) on the test's
-// Redis. The page loads the browser client as tsc emits it: dist/ is rebuilt first when stale.
+// Redis. The page loads the browser client as tsc emits it: dist/ is built first.
 import { expect } from "chai";
-import { execFile } from "node:child_process";
-import { existsSync, readdirSync, statSync } from "node:fs";
+import { existsSync, statSync } from "node:fs";
 import { copyFile, mkdir } from "node:fs/promises";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import {
   engineOptions,
@@ -16,7 +13,10 @@ import {
 } from "../../src/dev/instances.js";
 import { Rollcall } from "../../src/engine/rollcall.js";
 import type { ReplicaRoster } from "../../src/protocol/replica.js";
-import { client, redisUrl, sleep } from "../support/redis.js";
+import { buildDist, expectBuilt, ROOT } from "../kit/build.js";
+import { client, redisUrl } from "../kit/redis.js";
+import { asReplica } from "../kit/rosters.js";
+import { eventually } from "../kit/wait.js";
 
 const WINDOWS: Windows = {
   presenceWindowMs: 3_000,
@@ -28,21 +28,7 @@ const WINDOWS: Windows = {
   leaveGraceMs: 0,
 };
 const CHROMIUM = "/usr/bin/chromium";
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const SCREENSHOT = `${ROOT}test/browser/screenshots/demo.png`;
-
-/** Whether tsc's output for the browser (dist/client, dist/protocol) is older than its source. */
-function distStale(): boolean {
-  for (const dir of ["client", "protocol"]) {
-    for (const file of readdirSync(`${ROOT}src/${dir}`)) {
-      if (!file.endsWith(".ts")) continue;
-      const out = `${ROOT}dist/${dir}/${file.replace(/\.ts$/, ".js")}`;
-      if (!existsSync(out) || statSync(out).mtimeMs < statSync(`${ROOT}src/${dir}/${file}`).mtimeMs)
-        return true;
-    }
-  }
-  return false;
-}
 
 /** What a page's replica holds, read from the page (the demo exposes its client and room). */
 async function replica(page: Page): Promise<ReplicaRoster> {
@@ -51,9 +37,7 @@ async function replica(page: Page): Promise<ReplicaRoster> {
 
 /** The same, from Redis: what the replica must converge to. */
 async function truth(rollcall: Rollcall, room: string): Promise<ReplicaRoster> {
-  const r = await rollcall.roster(room);
-  const members = r.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state }));
-  return { room, epoch: r.epoch, seq: r.seq, count: r.count, members, typing: r.typing };
+  return asReplica(await rollcall.roster(room));
 }
 
 describe("the demo page in a real browser, on two gateway processes", function () {
@@ -95,13 +79,8 @@ describe("the demo page in a real browser, on two gateway processes", function (
 
   before(async function () {
     this.timeout(120_000);
-    if (distStale()) {
-      // tsc emits even past a type error elsewhere in src/; only a stale client matters here.
-      await promisify(execFile)(`${ROOT}node_modules/.bin/tsc`, ["-p", "tsconfig.build.json"], {
-        cwd: ROOT,
-      }).catch(() => undefined);
-      if (distStale()) throw new Error("dist/client is stale and tsc could not rebuild it");
-    }
+    await buildDist();
+    expectBuilt("client", "protocol");
     if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium`);
     // The instances outlive each test: they start on an empty Redis, whatever ran before them.
     const admin = client();
@@ -234,13 +213,11 @@ describe("the demo page in a real browser, on two gateway processes", function (
     await startGateway(1);
     const restarted = performance.now();
     await until(bob, `document.getElementById("status").textContent === "open"`, 10_000);
-    let converged = false;
-    const deadline = performance.now() + 10_000;
-    while (!converged && performance.now() < deadline) {
-      const [seen, actual] = await Promise.all([replica(bob), truth(rollcall, "reconnect")]);
-      converged = JSON.stringify(seen) === JSON.stringify(actual);
-      if (!converged) await sleep(50);
-    }
+    const converged = async () => {
+      expect(await replica(bob)).to.deep.equal(await truth(rollcall, "reconnect"));
+      return true;
+    };
+    await eventually(converged, 10_000, "bob's replica to converge");
     const done = performance.now();
     console.log(
       `      replica converged ${Math.round(done - restarted)} ms after the restart, ` +

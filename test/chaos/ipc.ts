@@ -1,5 +1,5 @@
 import type { RollcallOptions } from "../../src/index.js";
-import type { CallRecord } from "../support/invariants.js";
+import type { CallRecord } from "../kit/invariants.js";
 
 /** What a child process is told to do: argv[2], as JSON. */
 export interface ChildConfig {

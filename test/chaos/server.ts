@@ -1,24 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Redis } from "ioredis";
 import { RedisBinary } from "redis-memory-server";
-import { systemRedisServer } from "../../src/dev/embedded.js";
-
-/** A port nothing listens on right now. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address();
-      const port = typeof address === "object" && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
+import { systemRedisServer } from "../../src/embedded.js";
+import { freePort } from "../kit/ports.js";
+import { eventually } from "../kit/wait.js";
 
 /**
  * A redis-server process of the runner's own, to stop, kill and start again on the same port and
@@ -78,15 +66,8 @@ export class RedisProcess {
     const probe = new Redis({ host: this.host, port: this.port, retryStrategy: () => 20 });
     probe.on("error", () => undefined);
     try {
-      for (const until = Date.now() + 20_000; ;) {
-        const ok = await probe.ping().then(
-          () => true,
-          () => false,
-        );
-        if (ok) return;
-        if (Date.now() > until) throw new Error(`redis-server on ${this.port} did not start`);
-        await new Promise((resolve) => setTimeout(resolve, 20));
-      }
+      const answers = async () => (await probe.ping()) === "PONG";
+      await eventually(answers, 20_000, `redis-server on ${this.port} to start`);
     } finally {
       probe.disconnect();
     }

@@ -2,8 +2,9 @@
 import { Redis } from "ioredis";
 import { Rollcall, RollcallError } from "../../src/index.js";
 import { child, tell } from "./ipc.js";
-import { Random } from "./random.js";
-import { randomCall } from "./traffic.js";
+import { Random } from "../kit/random.js";
+import { sleep } from "../kit/wait.js";
+import { randomCall } from "../kit/traffic.js";
 
 const { config, stopped } = child();
 const redis = new Redis(config.url);
@@ -20,7 +21,7 @@ while (running) {
   } catch (error) {
     tell({ type: "failed", code: error instanceof RollcallError ? error.code : String(error) });
   }
-  await new Promise((resolve) => setTimeout(resolve, rng.int(2, 12)));
+  await sleep(rng.int(2, 12)); // pacing: a few hundred calls a second, not a flood
 }
 redis.disconnect();
 process.disconnect();

@@ -15,19 +15,14 @@ import {
   type Roster,
   type RoomWatch,
 } from "../../src/index.js";
-import { audit, explain, table, type Audit, type Logged } from "../chaos/audit.js";
-import { newSeed, Random } from "../chaos/random.js";
-import { randomCall } from "../chaos/traffic.js";
-import {
-  keySlot,
-  startCluster,
-  waitFor,
-  type LocalCluster,
-  type NodeInfo,
-} from "../support/cluster.js";
-import { connect, SECRET } from "../support/gateway.js";
-import type { CallRecord } from "../support/invariants.js";
-import { sleep, watchUnhandled } from "../support/redis.js";
+import { audit, explain, table, type Audit, type Logged } from "../kit/audit.js";
+import { newSeed, Random } from "../kit/random.js";
+import { asReplica } from "../kit/rosters.js";
+import { randomCall } from "../kit/traffic.js";
+import { keySlot, startCluster, type LocalCluster, type NodeInfo } from "../kit/cluster.js";
+import { connect, SECRET } from "../kit/gateway.js";
+import type { CallRecord } from "../kit/invariants.js";
+import { eventually, watchUnhandled } from "../kit/wait.js";
 
 /**
  * Faults on a real cluster (3 masters, 3 replicas, no persistence) while writers, sweepers, a log
@@ -52,9 +47,9 @@ const USERS = ["u0", "u1", "u2", "u3", "u4", "u5", "u6", "u7"];
 const GATEWAY_USERS = ["gw-ann", "gw-bob"];
 const WRITERS = 4;
 const SWEEPERS = 3;
-/** Traffic before and after the fault. */
-const WARMUP_MS = 2_000;
-const AFTERMATH_MS = 2_000;
+/** Calls answered before the fault, and after it (the cluster healed), counted. */
+const WARMUP_CALLS = 600;
+const AFTERMATH_CALLS = 600;
 
 /** A scenario's view of its fault target. */
 interface Target {
@@ -64,6 +59,8 @@ interface Target {
   replica: NodeInfo;
   /** The faulted bucket's slot. */
   slot: number;
+  /** Resolves once the writers have had `n` more calls answered. */
+  traffic(n: number): Promise<void>;
 }
 
 interface Row {
@@ -91,24 +88,20 @@ interface Row {
 
 const rows: Row[] = [];
 
-/** Polls until `check` returns null (converged) or the time is up; fails with its last word. */
-async function converge(check: () => Promise<string | null>, what: string, ms = 15_000) {
-  const until = Date.now() + ms;
-  let last: string | null = "not checked";
-  while (Date.now() < until) {
-    last = await check().catch((error: unknown) => `error: ${String(error)}`);
-    if (last === null) return;
-    await sleep(200);
-  }
-  expect.fail(`${what} did not converge: ${last}`);
+/** Waits until `check` returns null (converged); fails with its last word after a while. */
+function converge(check: () => Promise<string | null>, what: string, ms = 15_000) {
+  const converged = async () => {
+    const diff = await check();
+    if (diff !== null) throw new Error(diff);
+    return true;
+  };
+  return eventually(converged, ms, `${what} to converge`);
 }
 
 /** The parts of a roster a replica keeps; equal when a replica has converged. */
 function shape(r: Roster | ReplicaRoster) {
-  return {
-    members: r.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state })),
-    typing: [...r.typing],
-  };
+  const { members, typing } = asReplica(r);
+  return { members, typing };
 }
 
 function differs(expected: Roster, replica: ReplicaRoster, synced: boolean): string | null {
@@ -184,7 +177,12 @@ async function scenario(
     const master = await cluster.nodeForSlot(slot);
     const replica = (await cluster.replicas()).find((r) => r.masterId === master.id);
     if (!replica) throw new Error(`master ${master.port} has no replica`);
-    const target: Target = { cluster, master, replica, slot };
+    const calls: CallRecord[] = [];
+    const traffic = async (n: number) => {
+      const until = calls.length + n;
+      await eventually(() => calls.length >= until, 30_000, `${n} more calls answered`);
+    };
+    const target: Target = { cluster, master, replica, slot, traffic };
     const rooms = pickRooms(probe, await cluster.masters(), target);
     const bucketOf = (room: string) => probe.layout.room(room).bucket;
 
@@ -250,7 +248,6 @@ async function scenario(
     }
 
     // Writers: random calls on a few users across the rooms, until stopped.
-    const calls: CallRecord[] = [];
     let made = 0;
     let failed = 0;
     let writing = true;
@@ -264,15 +261,14 @@ async function scenario(
         } catch {
           failed++;
         }
-        await sleep(own.int(2, 12));
       }
     });
 
-    await sleep(WARMUP_MS);
+    await traffic(WARMUP_CALLS);
     const faultStarted = Date.now();
     await inject(target);
     const faultMs = Date.now() - faultStarted;
-    await sleep(AFTERMATH_MS);
+    await traffic(AFTERMATH_CALLS);
     writing = false;
     await Promise.all(writers);
 
@@ -315,7 +311,8 @@ async function scenario(
       return null;
     }, "the empty end");
 
-    // Every entry the log holds is handled; pub/sub has had time to deliver the last events.
+    // Every entry the log holds is handled, and pub/sub delivered each room's last one (the quiet
+    // end came after the cluster healed).
     let stored: Logged[] = [];
     await converge(async () => {
       stored = await readLog(probe);
@@ -323,7 +320,12 @@ async function scenario(
       const unread = stored.filter((l) => !ids.has(`${l.bucket}/${l.id}`)).length;
       return unread === 0 ? null : `${unread} entries not handled yet`;
     }, "the log consumer");
-    await sleep(300);
+    await converge(() => {
+      const seen = new Set(pubsub.map((e) => `${e.epoch}/${e.room}/${e.seq}`));
+      const last = new Map(stored.map(({ event: e }) => [e.room, `${e.epoch}/${e.room}/${e.seq}`]));
+      const missing = [...last.values()].filter((key) => !seen.has(key));
+      return Promise.resolve(missing.length === 0 ? null : `pub/sub lacks ${missing.join(", ")}`);
+    }, "pub/sub");
 
     for (const close of closers.splice(0).reverse()) await close();
     const result = audit({ handled, stored, pubsub, calls, bucketOf, lossAllowed });
@@ -400,15 +402,17 @@ describe("faults on a 3-master, 3-replica cluster under traffic", function () {
   it("a master SIGKILLed, then restarted as a replica", async () => {
     await scenario(cluster, "SIGKILL + restart", "f3", true, async (t) => {
       await t.cluster.kill(t.master.port);
-      await waitFor(
+      await eventually(
         async () => (await t.cluster.masters()).some((m) => m.port === t.replica.port),
+        20_000,
         "the replica to take over",
       );
       await t.cluster.waitForOk();
-      await sleep(1_000); // traffic against the new master, the old one still down
+      await t.traffic(300); // against the new master, the old one still down
       await t.cluster.restart(t.master.port);
-      await waitFor(
+      await eventually(
         async () => (await roleOf(t.cluster, t.master.port)) === "slave",
+        20_000,
         "the old master to rejoin as a replica",
       );
       await t.cluster.waitForOk();
@@ -419,7 +423,9 @@ describe("faults on a 3-master, 3-replica cluster under traffic", function () {
   it("resharding: the faulted bucket's slot migrated while traffic flows", async () => {
     const result = await scenario(cluster, "slot migration", "f4", false, async (t) => {
       const to = (await t.cluster.masters()).find((m) => m.id !== t.master.id)!;
-      await t.cluster.migrateSlot(t.slot, t.master.port, to.port, { batch: 20, pauseMs: 50 });
+      // A few calls answered against the half-migrated slot after each batch.
+      const onBatch = () => t.traffic(4);
+      await t.cluster.migrateSlot(t.slot, t.master.port, to.port, { batch: 20, onBatch });
     });
     expect(result.lostWrites).to.deep.equal([]);
   });
@@ -439,6 +445,7 @@ describe("faults on a 3-master, 3-replica cluster under traffic", function () {
     const subscriber = new Subscriber(new Rollcall(watching, engine));
     subscriber.on("error", () => undefined);
     let writing = true;
+    let beats = 0;
     let traffic: Promise<void> | undefined;
     let killed: number | undefined;
     try {
@@ -452,19 +459,26 @@ describe("faults on a 3-master, 3-replica cluster under traffic", function () {
       traffic = (async () => {
         for (let n = 0; writing; n++) {
           const room = rooms[n % rooms.length]!;
-          await rc.heartbeat(room, `u${n % 5}`, "c", { state: { n } }).catch(() => undefined);
-          await sleep(20);
+          await rc.heartbeat(room, `u${n % 5}`, "c", { state: { n } }).then(
+            () => beats++,
+            () => undefined,
+          );
         }
       })();
-      await sleep(500);
+      const answered = async (n: number) => {
+        const until = beats + n;
+        await eventually(() => beats >= until, 20_000, `${n} more heartbeats answered`);
+      };
+      await answered(25);
       killed = master.port;
       await cluster.kill(master.port);
-      await waitFor(
+      await eventually(
         async () => (await cluster.masters()).some((m) => m.port === replica.port),
+        20_000,
         "the replica to take over",
       );
       await cluster.waitForOk();
-      await sleep(1_000);
+      await answered(50);
       writing = false;
       await traffic;
       await converge(
@@ -522,8 +536,10 @@ describe("faults on a 3-master, 3-replica cluster under traffic", function () {
         lost = await rc.heartbeat("room", "bob", "c");
         expect(await admin.hexists(roomKey, "bob"), "bob's join, on A").to.equal(1);
         await cluster.admin(b.port).call("CLUSTER", "FAILOVER", "FORCE");
-        await waitFor(async () => (await roleOf(cluster, b.port)) === "master", "B to take over");
-        await waitFor(async () => (await roleOf(cluster, a.port)) === "slave", "A to follow B");
+        const roleIs = (port: number, role: string) => async () =>
+          (await roleOf(cluster, port)) === role;
+        await eventually(roleIs(b.port, "master"), 20_000, "B to take over");
+        await eventually(roleIs(a.port, "slave"), 20_000, "A to follow B");
       } finally {
         await admin.call("ACL", "SETUSER", "default", "+psync", "+sync");
       }

@@ -1,8 +1,9 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
-import { keySlot, useCluster, waitFor, type NodeInfo } from "../support/cluster.js";
-import { isEvalOf, startProxy, type Proxy } from "../support/proxy.js";
-import { client, eventually, redisUrl, sleep } from "../support/redis.js";
+import { keySlot, useCluster, type NodeInfo } from "../kit/cluster.js";
+import { isEvalOf, startProxy, type Proxy } from "../kit/proxy.js";
+import { client, redisUrl } from "../kit/redis.js";
+import { eventually } from "../kit/wait.js";
 
 describe("fault-test infrastructure", () => {
   describe("the proxy", () => {
@@ -72,7 +73,7 @@ describe("fault-test infrastructure", () => {
       proxy.pause();
       let got: string | null | undefined;
       const pending = redis.get("k").then((v) => (got = v));
-      await sleep(200);
+      await eventually(() => proxy.held() > 0); // the GET reached the proxy, which holds it
       expect(got).to.equal(undefined);
       proxy.resume();
       await pending;
@@ -111,9 +112,10 @@ describe("fault-test infrastructure", () => {
     };
     /** Until the CLUSTER NODES view shows `port` as a replica of `masterId`. */
     const replicaOf = (port: number, masterId: string) =>
-      waitFor(
+      eventually(
         async () =>
           (await cluster().replicas()).some((r) => r.port === port && r.masterId === masterId),
+        20_000,
         `node ${port} to replicate ${masterId}`,
       );
 
@@ -167,8 +169,9 @@ describe("fault-test infrastructure", () => {
       await admin.set(key, "v");
       expect(await admin.wait(1, 2_000), "the write reached the replica").to.equal(1);
       await cluster().kill(master.port);
-      await waitFor(
+      await eventually(
         async () => (await cluster().masters()).some((m) => m.port === replica.port),
+        20_000,
         "the replica to take over",
       );
       await cluster().waitForOk();

@@ -1,7 +1,13 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
-import { LogConsumer, Rollcall, type PresenceEvent } from "../../src/index.js";
-import { IMMEDIATE, eventually, ownRedis, sleep } from "../support/redis.js";
+import {
+  LogConsumer,
+  Rollcall,
+  type HeartbeatResult,
+  type PresenceEvent,
+} from "../../src/index.js";
+import { IMMEDIATE, ownRedis } from "../kit/redis.js";
+import { eventually } from "../kit/wait.js";
 
 /**
  * A restart without persistence empties Redis: the buckets' streams, and the consumer groups in
@@ -26,18 +32,25 @@ describe("the log consumer after a restart that lost the data", () => {
 
       await own.server.stop();
       await own.server.start();
-      let after;
-      for (const until = Date.now() + 10_000; !after && Date.now() < until;) {
-        after = await rc.heartbeat("room", "bob", "c").catch(() => sleep(50));
-      }
+      let after: HeartbeatResult | undefined;
+      const answered = async () => {
+        after = await rc.heartbeat("room", "bob", "c");
+        return true;
+      };
+      await eventually(answered, 10_000, "a heartbeat answered after the restart");
       expect(after?.event?.epoch, "a new epoch after the loss").to.not.equal(before.event?.epoch);
 
-      await sleep(2_000);
-      const last = errors.at(-1) ?? "none";
-      expect(
-        seen.map((e) => e.user),
-        `bob's join never handled; ${errors.length} errors, the last: ${last}`,
-      ).to.deep.equal(["ann", "bob"]);
+      const handled = () => {
+        const last = errors.at(-1) ?? "none";
+        expect(
+          seen.map((e) => e.user),
+          `bob's join never handled; ${errors.length} errors, the last: ${last}`,
+        ).to.deep.equal(["ann", "bob"]);
+        return true;
+      };
+      await eventually(handled, 10_000, "bob's join to be handled");
+      await consumer.stop(); // what it was handling is in: nothing more, no duplicate
+      handled();
     } finally {
       await consumer.stop();
       redis.disconnect();

@@ -1,8 +1,8 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { Rollcall, type PresenceEvent } from "../../src/index.js";
-import { isEvalOf, startProxy, type Proxy } from "../support/proxy.js";
-import { IMMEDIATE, eventually, listen, redisUrl, sleep } from "../support/redis.js";
+import { isEvalOf, startProxy, type Proxy } from "../kit/proxy.js";
+import { caughtUp, IMMEDIATE, listen, redisUrl } from "../kit/redis.js";
 
 /**
  * A reply lost with its connection: the script ran, the proxy swallows the reply and closes the
@@ -40,8 +40,7 @@ describe("replies that survive a resend", () => {
 
   it("heartbeat: the join it published, once", async () => {
     const result = await lostReply("ann", () => rc.heartbeat("room", "ann", "c"));
-    await eventually(() => events.length >= 1);
-    await sleep(100);
+    await caughtUp(events);
     expect(ofType("join")).to.have.length(1);
     expect(result).to.deep.equal({
       joined: true,
@@ -55,8 +54,7 @@ describe("replies that survive a resend", () => {
     const result = await lostReply("away", () =>
       rc.heartbeat("room", "ann", "c", { state: { s: "away" } }),
     );
-    await eventually(() => ofType("update").length >= 1);
-    await sleep(100);
+    await caughtUp(events);
     expect(ofType("update")).to.have.length(1);
     expect(result.event?.seq).to.equal(ofType("update")[0]!.seq);
   });
@@ -69,8 +67,7 @@ describe("replies that survive a resend", () => {
       left: false,
     });
     const last = await lostReply("tab2", () => rc.leave("room", "ann", "tab2"));
-    await eventually(() => ofType("leave").length >= 1);
-    await sleep(100);
+    await caughtUp(events);
     expect(ofType("leave")).to.have.length(1);
     expect(last).to.deep.equal({
       removed: true,
@@ -86,8 +83,7 @@ describe("replies that survive a resend", () => {
     const started = await lostReply("ann", () => rc.startTyping("room", "ann"));
     const stopped = await lostReply("ann", () => rc.stopTyping("room", "ann"));
     const updated = await lostReply("busy", () => rc.setState("room", "ann", { s: "busy" }));
-    await eventually(() => events.length >= 4);
-    await sleep(100);
+    await caughtUp(events);
     expect(events.map((e) => e.type)).to.deep.equal([
       "join",
       "typing-start",

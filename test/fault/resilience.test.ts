@@ -1,15 +1,8 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { RedisCallError, Rollcall } from "../../src/index.js";
-import {
-  IMMEDIATE,
-  client,
-  eventually,
-  listen,
-  ownRedis,
-  sleep,
-  watchUnhandled,
-} from "../support/redis.js";
+import { IMMEDIATE, client, listen, ownRedis } from "../kit/redis.js";
+import { eventually, sleep, watchUnhandled } from "../kit/wait.js";
 
 describe("resilience", () => {
   describe("the safety-net expiry", () => {
@@ -81,14 +74,11 @@ describe("resilience", () => {
 
       await own.server.start();
       let resumed: boolean | undefined;
-      const until = Date.now() + 10_000;
-      while (resumed === undefined && Date.now() < until) {
-        resumed = await rc
-          .heartbeat("room", "ann", "c")
-          .then((r) => r.joined)
-          .catch(() => undefined);
-        await sleep(50);
-      }
+      const answered = async () => {
+        resumed = (await rc.heartbeat("room", "ann", "c")).joined;
+        return true;
+      };
+      await eventually(answered, 10_000, "a heartbeat answered after the restart");
       // The restarted server kept nothing, so ann joins again.
       expect(resumed).to.equal(true);
       expect(connectionErrors.length).to.be.greaterThan(0);

@@ -1,15 +1,13 @@
 import { expect } from "chai";
-import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { readdirSync, statSync } from "node:fs";
-import { createServer } from "node:net";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
+import { spawn, type ChildProcess } from "node:child_process";
 import { Rollcall, type Roster } from "../../src/index.js";
-import { useCluster } from "../support/cluster.js";
-import { IMMEDIATE, client, eventually, listen, redisUrl, sleep } from "../support/redis.js";
+import { buildDist, expectBuilt, ROOT } from "../kit/build.js";
+import { useCluster } from "../kit/cluster.js";
+import { freePort } from "../kit/ports.js";
+import { IMMEDIATE, client, listen, redisUrl } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const MAIN = `${ROOT}dist/cli/main.js`;
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 
@@ -20,13 +18,16 @@ interface Result {
   ms: number;
 }
 
+/** The CLI as a process, killed after 20 s: a hang fails the test, not the run. */
 function start(args: string[], env: Record<string, string> = {}): ChildProcess {
   return spawn(process.execPath, [MAIN, ...args], {
     env: { ...process.env, REDIS_URL: redisUrl(), NO_COLOR: "1", ...env },
+    timeout: 20_000,
+    killSignal: "SIGKILL",
   });
 }
 
-/** Runs the CLI to its end (killed after 20 s: a hang fails the test, not the run). */
+/** Runs the CLI to its end. */
 function cli(args: string[], env?: Record<string, string>): Promise<Result> {
   const started = performance.now();
   const child = start(args, env);
@@ -34,13 +35,11 @@ function cli(args: string[], env?: Record<string, string>): Promise<Result> {
   let stderr = "";
   child.stdout!.on("data", (chunk: Buffer) => (stdout += chunk.toString()));
   child.stderr!.on("data", (chunk: Buffer) => (stderr += chunk.toString()));
-  const timer = setTimeout(() => child.kill("SIGKILL"), 20_000);
   return new Promise((resolve, reject) => {
     child.once("error", reject);
-    child.once("close", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr, ms: performance.now() - started });
-    });
+    child.once("close", (code) =>
+      resolve({ code, stdout, stderr, ms: performance.now() - started }),
+    );
   });
 }
 
@@ -48,33 +47,6 @@ async function json<T>(args: string[]): Promise<T> {
   const { code, stdout, stderr } = await cli(args);
   expect(code, stderr).to.equal(0);
   return JSON.parse(stdout) as T;
-}
-
-/** Whether tsc's output for the CLI is missing or older than its source. */
-function stale(dir = "cli"): boolean {
-  for (const entry of readdirSync(`${ROOT}src/${dir}`, { withFileTypes: true })) {
-    const path = `${dir}/${entry.name}`;
-    if (entry.isDirectory()) {
-      if (stale(path)) return true;
-      continue;
-    }
-    if (!entry.name.endsWith(".ts")) continue;
-    const out = `${ROOT}dist/${path.replace(/\.ts$/, ".js")}`;
-    try {
-      if (statSync(out).mtimeMs < statSync(`${ROOT}src/${path}`).mtimeMs) return true;
-    } catch {
-      return true;
-    }
-  }
-  return false;
-}
-
-async function closedPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 interface Counts {
@@ -103,11 +75,8 @@ async function populate(rc: Rollcall): Promise<void> {
 describe("the rollcall CLI", function () {
   before(async function () {
     this.timeout(120_000);
-    // tsc emits even past a type error elsewhere in src/; only a stale CLI matters here.
-    await promisify(execFile)("npx", ["tsc", "-p", "tsconfig.build.json"], { cwd: ROOT }).catch(
-      () => undefined,
-    );
-    if (stale()) throw new Error("dist/cli is stale and tsc could not rebuild it");
+    await buildDist();
+    expectBuilt("cli");
   });
 
   describe("roster", () => {
@@ -367,7 +336,7 @@ describe("the rollcall CLI", function () {
     });
 
     it("an unreachable Redis exits 1 within seconds, in one line", async () => {
-      const port = await closedPort();
+      const port = await freePort();
       const { code, stdout, stderr, ms } = await cli(["stats"], {
         REDIS_URL: `redis://127.0.0.1:${port}`,
       });

@@ -1,10 +1,12 @@
 import { expect } from "chai";
 import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
 import { Rollcall, Sweeper } from "../../src/index.js";
-import { useCluster } from "../support/cluster.js";
-import { IMMEDIATE, eventually, sleep } from "../support/redis.js";
+import { useCluster } from "../kit/cluster.js";
+import { IMMEDIATE } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+const FENCE = "fence";
 
 describe("on Redis Cluster", () => {
   const { connect } = useCluster(3);
@@ -23,8 +25,9 @@ describe("on Redis Cluster", () => {
 
     const subscriber = connect({ shardedSubscribers: true });
     const events: PresenceEvent[] = [];
+    let fences = 0;
     subscriber.on("smessage", (_channel: string, message: string) =>
-      events.push(parseEvent(message)),
+      message === FENCE ? fences++ : events.push(parseEvent(message)),
     );
     for (const room of rooms) await subscriber.ssubscribe(rc.channel(room));
 
@@ -43,8 +46,10 @@ describe("on Redis Cluster", () => {
     expect(pass).to.deep.include({ leaves: rooms.length, typingStops: rooms.length });
 
     const perRoom = 7; // join, join, typing-start, update, leave, typing-stop, leave
-    await eventually(() => events.length >= rooms.length * perRoom, 10_000);
-    await sleep(100);
+    // A fence after each room's events: a channel's messages arrive in the order published.
+    for (const room of rooms) await redis.spublish(rc.channel(room), FENCE);
+    await eventually(() => fences === rooms.length, 10_000);
+    expect(events).to.have.length(rooms.length * perRoom);
     for (const room of rooms) {
       expect(events.filter((e) => e.room === room).map((e) => `${e.type}:${e.user}`)).to.deep.equal(
         [

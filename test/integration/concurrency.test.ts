@@ -1,8 +1,9 @@
 import { expect } from "chai";
 import type { Redis } from "ioredis";
-import { NaiveTracker } from "../../bench/naive.js";
+import { NaiveTracker } from "../kit/naive.js";
 import { Rollcall } from "../../src/index.js";
-import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
+import { caughtUp, IMMEDIATE, client, listen } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 /** Separate connections standing for separate server instances, all connected. */
 async function instances(n: number, options = {}): Promise<Rollcall[]> {
@@ -22,8 +23,7 @@ describe("concurrency", () => {
       );
       expect(results.filter((r) => r.joined)).to.have.length(1);
     }
-    await eventually(() => events.length >= trials);
-    await sleep(100);
+    await caughtUp(events);
     expect(events.map((e) => `${e.type}:${e.user}`)).to.have.members(
       Array.from({ length: trials }, (_, t) => `join:user${t}`),
     );
@@ -44,8 +44,7 @@ describe("concurrency", () => {
     const counts = await Promise.all(sweepers.map((rc) => rc.sweepRoom("room")));
     expect(counts.reduce((sum, c) => sum + c.leaves, 0)).to.equal(1_000);
 
-    await eventually(() => events.length >= 1_000);
-    await sleep(100);
+    await caughtUp(events);
     expect(events).to.have.length(1_000);
     expect(events.every((e) => e.type === "leave" && e.reason === "expired")).to.equal(true);
     expect(new Set(events.map((e) => e.user)).size).to.equal(1_000);
@@ -57,19 +56,26 @@ describe("concurrency", () => {
     const seed = new NaiveTracker(client());
     await rc!.heartbeat("room", "ann", "c");
     await seed.updatePresence("room", "ann");
+    const admin = client();
+    await admin.ping(); // connected before MONITOR starts: its handshake is not in the record
     const monitor = await client().monitor();
     const sent: string[] = [];
+    let [fences, expected] = [0, 0];
     monitor.on("monitor", (_time: string, args: string[], source: string) => {
-      if (source !== "lua") sent.push(args[0]!.toLowerCase());
+      if (args[0]?.toLowerCase() === "echo") fences++;
+      else if (source !== "lua") sent.push(args[0]!.toLowerCase());
     });
-    await sleep(50);
+    /** MONITOR reports commands in the order they ran: once it reports an ECHO, all before it. */
+    const allSeen = async () => {
+      const fence = ++expected;
+      await admin.echo("fence");
+      await eventually(() => fences >= fence);
+    };
     for (let i = 0; i < 10; i++) await rc!.heartbeat("room", "ann", "c");
-    await eventually(() => sent.length >= 10);
-    await sleep(100);
+    await allSeen();
     expect(sent.splice(0)).to.deep.equal(Array(10).fill("evalsha"));
     for (let i = 0; i < 10; i++) await seed.updatePresence("room", "ann");
-    await eventually(() => sent.length >= 30);
-    await sleep(100);
+    await allSeen();
     monitor.disconnect();
     expect(sent).to.have.length(30);
     expect(new Set(sent)).to.deep.equal(new Set(["zscore", "zadd", "expire"]));

@@ -3,7 +3,8 @@ import { expect } from "chai";
 import { Rollcall, SettingsMismatchError } from "../../src/index.js";
 import { Scripts } from "../../src/engine/script.js";
 import { heartbeat } from "../../src/engine/scripts/heartbeat.js";
-import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
+import { caughtUp, IMMEDIATE, client, listen } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 const users = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `u${i + from}`);
@@ -100,7 +101,7 @@ describe("engine layout", () => {
     const calls = await commandCalls(rc);
     calls.delete("config");
     calls.delete("info");
-    // TIME and GET: Redis's clock, moved by the tests' clock (test/support/clock.ts).
+    // TIME and GET: Redis's clock, moved by the tests' clock (test/kit/clock.ts).
     expect(Object.fromEntries(calls)).to.deep.equal({
       evalsha: 1,
       time: 1,
@@ -156,13 +157,6 @@ describe("deployment settings", () => {
       rosterLimit: 5,
     }).ready();
   });
-
-  it("names its scripts after their source, so two releases on one client never mix", () => {
-    const redis = client();
-    new Rollcall(redis, IMMEDIATE);
-    const names = Object.keys(redis).filter((k) => /^rollcall_heartbeat_[0-9a-f]{12}$/.test(k));
-    expect(names).to.have.length(1);
-  });
 });
 
 describe("replies of resent calls", () => {
@@ -199,7 +193,7 @@ describe("replies of resent calls", () => {
       full: false,
       event: null,
     });
-    await eventually(() => events.length > 0);
+    await caughtUp(events);
     expect(events.map((e) => e.type)).to.deep.equal(["join"]);
     // The reply is kept for the replay window only.
     await eventually(async () => (await rc.redis.exists(replayKey(rc))) === 0, 5_000);

@@ -1,9 +1,11 @@
+import { install } from "@sinonjs/fake-timers";
 import { expect } from "chai";
 import WebSocket from "ws";
 import type { RosterChange } from "../../src/client/index.js";
-import { closeGateways, connect, SHORT, startGateway } from "../support/gateway.js";
+import { closeGateways, connect, SHORT, startGateway } from "../kit/gateway.js";
 import { Rollcall, Subscriber } from "../../src/index.js";
-import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
+import { IMMEDIATE, client, listen } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 describe("gateway and client", () => {
   afterEach(closeGateways);
@@ -75,11 +77,12 @@ describe("gateway and client", () => {
       await rollcall.stopTyping("doc", user);
     }
     await rollcall.leave("doc", "ann", "c");
-    await eventually(() => changes.length === 3);
-    await sleep(100);
-    expect(changes).to.deep.equal(["join:ann", "join:bob", "leave:ann"]);
+    // A last join marks the end: events reach the socket in order, so all others came before it.
+    await rollcall.heartbeat("doc", "zed", "c");
+    await eventually(() => changes.includes("join:zed"));
+    expect(changes).to.deep.equal(["join:ann", "join:bob", "leave:ann", "join:zed"]);
     expect(syncs).to.equal(0);
-    expect(room.roster.members.map((m) => m.user)).to.deep.equal(["bob", "quiet"]);
+    expect(room.roster.members.map((m) => m.user)).to.deep.equal(["bob", "quiet", "zed"]);
   });
 
   it("sends every socket of a room a new snapshot when its subscriber connection came back", async () => {
@@ -98,8 +101,10 @@ describe("gateway and client", () => {
     const engine = { ...SHORT, logLength: 1_000 };
     const rollcall = new Rollcall(client(), { ...IMMEDIATE, ...engine });
     // This gateway's subscriber misses bob's events, as one whose connection dropped would.
+    let missed = 0;
     const subscriber = new Subscriber(rollcall, {
-      relay: (_channel, message, deliver) => !message.includes('"bob"') && deliver(message),
+      relay: (_channel, message, deliver) =>
+        message.includes('"bob"') ? (missed += 1) : deliver(message),
     });
     const { url } = await startGateway({ subscriber }, engine);
     const ann = connect(url, "ann");
@@ -108,7 +113,7 @@ describe("gateway and client", () => {
     room.on("sync", () => (syncs += 1));
     await rollcall.heartbeat("doc", "bob", "c");
     await rollcall.startTyping("doc", "bob");
-    await sleep(200);
+    await eventually(() => missed === 2);
     expect(room.roster.members.map((m) => m.user)).to.deep.equal(["ann"]);
     await rollcall.redis.call("CLIENT", "KILL", "TYPE", "pubsub");
     await eventually(() => room.roster.typing.includes("bob"), 5_000);
@@ -132,12 +137,17 @@ describe("gateway and client", () => {
       typingIntervalMs: 300,
     });
     const room = await ann.join("doc");
-    room.stopTyping(); // nothing typed yet: nothing to stop
-    for (let i = 0; i < 10; i++) room.typing(); // a burst of keystrokes
-    await sleep(350);
-    room.typing();
-    room.stopTyping(); // the message is sent
-    room.stopTyping();
+    const clock = install({ now: Date.now(), toFake: ["Date"] }); // the client's clock only
+    try {
+      room.stopTyping(); // nothing typed yet: nothing to stop
+      for (let i = 0; i < 10; i++) room.typing(); // a burst of keystrokes
+      clock.tick(350);
+      room.typing();
+      room.stopTyping(); // the message is sent
+      room.stopTyping();
+    } finally {
+      clock.uninstall();
+    }
     await eventually(() => room.roster.typing.length === 0);
     expect(sent.filter((t) => t !== "join")).to.deep.equal(["typing", "typing", "typing-stop"]);
   });

@@ -2,8 +2,9 @@ import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT } from "jose";
 import WebSocket from "ws";
 import { AuthError, SUBPROTOCOL, type ServerFrame } from "../../src/gateway/index.js";
-import { closeGateways, SECRET, startGateway, token } from "../support/gateway.js";
-import { eventually, listen, sleep } from "../support/redis.js";
+import { closeGateways, SECRET, startGateway, token } from "../kit/gateway.js";
+import { caughtUp, listen } from "../kit/redis.js";
+import { eventually } from "../kit/wait.js";
 
 interface Opened {
   ws?: WebSocket;
@@ -158,7 +159,7 @@ describe("gateway security", () => {
       "NOT_JOINED",
     ]);
     expect(mallory.closed()).to.equal(undefined);
-    await sleep(100);
+    await caughtUp(events);
     expect(events).to.deep.equal([]);
     expect((await rollcall.roster("doc")).count).to.equal(0);
   });

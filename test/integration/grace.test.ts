@@ -1,9 +1,10 @@
 import { expect } from "chai";
 import type { Redis } from "ioredis";
 import { Rollcall, Sweeper, type PresenceEvent } from "../../src/index.js";
-import { History } from "../support/invariants.js";
-import { closeGateways, connect, startGateway, SHORT } from "../support/gateway.js";
-import { client, eventually, IMMEDIATE, listen, sleep } from "../support/redis.js";
+import { History } from "../kit/invariants.js";
+import { closeGateways, connect, startGateway, SHORT } from "../kit/gateway.js";
+import { caughtUp, client, IMMEDIATE, listen } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 const GRACE = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 5_000, leaveGraceMs: 500 };
 const summary = (events: PresenceEvent[]) =>
@@ -27,8 +28,10 @@ describe("the leave grace", () => {
     expect(ann!.leavingAt).to.be.a("number");
     expect((await rc.startTyping("room", "ann")).present).to.equal(false);
     expect((await rc.sweepRoom("room")).leaves).to.equal(0); // not over yet
-    await sleep(550);
-    expect((await rc.sweepRoom("room")).leaves).to.equal(1);
+    let leaves = 0;
+    const graceOver = async () => (leaves = (await rc.sweepRoom("room")).leaves) > 0;
+    await eventually(graceOver, 5_000, "the leave grace to end");
+    expect(leaves).to.equal(1);
     await eventually(() => events.length === 4);
     expect(summary(events).at(-1)).to.equal("leave:ann:explicit");
     expect((await rc.roster("room")).count).to.equal(0);
@@ -44,9 +47,9 @@ describe("the leave grace", () => {
       joined: false,
       event: null,
     });
-    await sleep(700);
+    await sleep(700); // past the end of the old tab's grace
     await rc.sweepRoom("room");
-    await sleep(100);
+    await caughtUp(events);
     expect(summary(events)).to.deep.equal(["join:ann"]);
     const [ann] = (await rc.roster("room")).members;
     expect(ann).to.deep.include({ connections: 1, leavingAt: null, state: { s: 1 } });
@@ -56,12 +59,13 @@ describe("the leave grace", () => {
     const rc = new Rollcall(client(), GRACE);
     const events = await listen([rc.channel("room")]);
     await rc.heartbeat("room", "ann", "tab");
-    await sleep(1_100); // the window passed: the grace runs from the expiry
-    await rc.sweepRoom("room");
+    // Once the window passed, a sweep drops the connection; the grace runs from the expiry.
+    const expired = async () => (await rc.sweepRoom("room")).connections > 0;
+    await eventually(expired, 5_000, "the presence window to pass");
     expect((await rc.roster("room")).members[0]).to.deep.include({ connections: 0 });
-    await sleep(450);
-    await rc.sweepRoom("room");
-    await eventually(() => events.length === 2);
+    const graceOver = async () => (await rc.sweepRoom("room")).leaves > 0;
+    await eventually(graceOver, 5_000, "the leave grace to end");
+    await caughtUp(events);
     expect(summary(events)).to.deep.equal(["join:ann", "leave:ann:expired"]);
   });
 
@@ -85,10 +89,13 @@ describe("the leave grace", () => {
         history.addCall({ room: "room", user, op: "heartbeat", result: back });
         await writer.leave("room", user, "b");
       }
-      await sleep(600);
+      // Every grace ends and the sweepers announce it: nobody is left, even leaving.
+      const empty = async () => (await writer.roster("room")).count === 0;
+      await eventually(empty, 5_000, "the last graces to end");
     } finally {
       await Promise.all(sweepers.map((s) => s.stop()));
     }
+    await caughtUp(events);
     for (const event of events) history.addEvent(event, "pubsub");
     const report = history.check({ complete: ["pubsub"], quiet: true });
     expect(report.violations).to.deep.equal([]);
@@ -120,8 +127,8 @@ describe("room capacity", () => {
     // A member in the leave grace holds its seat.
     await rc.leave("room", "c", "tab");
     expect((await rc.heartbeat("room", "d", "tab", { capacity: 3 })).full).to.equal(true);
-    await sleep(600);
-    await rc.sweepRoom("room");
+    const seatFree = async () => (await rc.sweepRoom("room")).leaves > 0;
+    await eventually(seatFree, 5_000, "c's leave grace to end");
     expect((await rc.heartbeat("room", "d", "tab", { capacity: 3 })).joined).to.equal(true);
     await eventually(() => events.length === 5);
     expect(events.every((e) => !("count" in e) || e.count <= 3)).to.equal(true);
@@ -147,7 +154,7 @@ describe("room capacity", () => {
           .concat(fleet[0]!.leave(room, `first${trial}`, "c")),
       );
     }
-    await sleep(100);
+    await caughtUp(events);
     expect(Math.max(...events.map((e) => ("count" in e ? e.count : 0)))).to.equal(5);
   });
 

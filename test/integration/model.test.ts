@@ -5,9 +5,9 @@ import { Scripts } from "../../src/engine/script.js";
 import { reconcile } from "../../src/engine/scripts/reconcile.js";
 import { Rollcall, type HeartbeatResult } from "../../src/index.js";
 import { parseEvent } from "../../src/protocol/events.js";
-import { stopClock } from "../support/clock.js";
-import { PresenceModel, type ModelResult, type ModelSettings } from "../support/model.js";
-import { client } from "../support/redis.js";
+import { stopClock } from "../kit/clock.js";
+import { PresenceModel, type ModelResult, type ModelSettings } from "../kit/model.js";
+import { client } from "../kit/redis.js";
 
 const ROOMS = ["r0", "r1", "r2"];
 const USERS = ["u0", "u1", "u2", "u3"];

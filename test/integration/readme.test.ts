@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { execFile } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { promisify } from "node:util";
-import { redisUrl } from "../support/redis.js";
+import { redisUrl } from "../kit/redis.js";
 
 const run = promisify(execFile);
 

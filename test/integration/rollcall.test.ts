@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { Rollcall } from "../../src/index.js";
-import { IMMEDIATE, client, eventually, listen, sleep } from "../support/redis.js";
+import { Rollcall, type SweepCounts } from "../../src/index.js";
+import { caughtUp, IMMEDIATE, client, listen, redisNow } from "../kit/redis.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 // Short windows so that expiry can be observed in a test.
 const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
@@ -26,8 +27,7 @@ describe("Rollcall", () => {
         event: null,
       });
       await rc.heartbeat("room", "bob", "tab1");
-      await eventually(() => events.length === 2);
-      await sleep(150);
+      await caughtUp(events);
       expect(summary(events)).to.deep.equal(["join:ann", "join:bob"]);
       expect(events[1]).to.deep.include({ roster: ["ann", "bob"], count: 2 });
     });
@@ -52,8 +52,7 @@ describe("Rollcall", () => {
         leaving: false,
         event: null,
       });
-      await eventually(() => events.length === 2);
-      await sleep(150);
+      await caughtUp(events);
       expect(summary(events)).to.deep.equal(["join:ann", "leave:ann:explicit"]);
       expect(events[1]).to.deep.include({ roster: [], count: 0 });
     });
@@ -87,21 +86,24 @@ describe("Rollcall", () => {
       });
       const [ann] = (await rc.roster("room")).members;
       expect(ann).to.deep.include({ user: "ann", connections: 1 });
-      await sleep(150);
+      await caughtUp(events);
       expect(summary(events)).to.deep.equal(["join:ann"]);
     });
 
     it("holds at most 64 connections per user, replacing the one silent the longest", async () => {
       const { rc, events } = await setup();
+      const admin = client();
       for (let i = 0; i < 70; i++) {
         await rc.heartbeat("room", "ann", `tab${i}`);
-        await sleep(2); // distinct heartbeat times, so "silent the longest" is one connection
+        // Distinct heartbeat times, so "silent the longest" is one connection.
+        const beat = await redisNow(admin);
+        await eventually(async () => (await redisNow(admin)) > beat);
       }
       await rc.heartbeat("room", "ann", "tab69");
       expect((await rc.roster("room")).members[0]!.connections).to.equal(64);
       expect((await rc.leave("room", "ann", "tab5")).removed).to.equal(false);
       expect((await rc.leave("room", "ann", "tab6")).removed).to.equal(true);
-      await sleep(150);
+      await caughtUp(events);
       expect(summary(events)).to.deep.equal(["join:ann"]);
     });
 
@@ -146,8 +148,7 @@ describe("Rollcall", () => {
       expect((await rc.stopTyping("room", "ann")).stopped).to.equal(true);
       expect((await rc.stopTyping("room", "ann")).stopped).to.equal(false);
       expect((await rc.roster("room")).typing).to.deep.equal([]);
-      await eventually(() => events.length === 3);
-      await sleep(150);
+      await caughtUp(events);
       expect(summary(events)).to.deep.equal([
         "join:ann",
         "typing-start:ann",
@@ -163,7 +164,7 @@ describe("Rollcall", () => {
         event: null,
       });
       expect((await rc.roster("room")).count).to.equal(0);
-      await sleep(150);
+      await caughtUp(events);
       expect(events).to.deep.equal([]);
     });
 
@@ -185,8 +186,10 @@ describe("Rollcall", () => {
       const { rc, events } = await setup(SHORT);
       await rc.heartbeat("room", "ann", "c");
       await rc.startTyping("room", "ann");
-      await sleep(400);
-      expect(await rc.sweepRoom("room")).to.deep.include({
+      let swept: SweepCounts | undefined;
+      const typingExpired = async () => (swept = await rc.sweepRoom("room")).typingStops > 0;
+      await eventually(typingExpired, 5_000, "the typing window to pass");
+      expect(swept).to.deep.include({
         connections: 0,
         leaves: 0,
         typingStops: 1,
@@ -226,8 +229,7 @@ describe("Rollcall", () => {
       expect(await rc.setState("room", "bob", { status: "busy" })).to.deep.include({
         present: false,
       });
-      await eventually(() => events.length === 3);
-      await sleep(150);
+      await caughtUp(events);
       expect(events.map((e) => [e.type, "state" in e ? e.state : undefined])).to.deep.equal([
         ["join", { device: "web", status: "online" }],
         ["update", { device: "web", status: "away" }],

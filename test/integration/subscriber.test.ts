@@ -1,4 +1,4 @@
-import { createServer, type AddressInfo } from "node:net";
+import { setImmediate } from "node:timers/promises";
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import {
@@ -10,7 +10,9 @@ import {
   type SubscriberOptions,
 } from "../../src/index.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { IMMEDIATE, client, eventually, sleep, watchUnhandled } from "../support/redis.js";
+import { IMMEDIATE, client } from "../kit/redis.js";
+import { freePort } from "../kit/ports.js";
+import { eventually, watchUnhandled } from "../kit/wait.js";
 
 const opened = new Set<Subscriber>();
 
@@ -34,15 +36,6 @@ function rejection(promise: Promise<unknown>): Promise<unknown> {
     () => undefined,
     (error: unknown) => error,
   );
-}
-
-/** A port nothing listens on. */
-async function deadPort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
 }
 
 describe("subscriber", () => {
@@ -217,7 +210,7 @@ describe("subscriber", () => {
   it("reports connection errors and rejects subscribing with a typed error, leaving nothing unhandled", async () => {
     const unreachable = new Redis({
       host: "127.0.0.1",
-      port: await deadPort(),
+      port: await freePort(),
       lazyConnect: true,
       retryStrategy: () => null,
     });
@@ -233,7 +226,9 @@ describe("subscriber", () => {
       expect(errors.length).to.be.greaterThan(0);
       expect(errors[0]).to.be.instanceOf(RedisCallError);
       expect(errors[0]!.message).to.contain("subscriber connection");
-      await sleep(50);
+      // Its connection gave up (no retries); what its failures reject is settled a turn later.
+      await eventually(() => subscriber.connection.status === "end");
+      await setImmediate();
       expect(unhandled.count()).to.equal(0);
     } finally {
       unhandled.stop();
@@ -276,8 +271,7 @@ describe("subscriber", () => {
     expect(lost).to.deep.equal(["room"]);
     const failure = await rejection(subscriber.subscribe("room", () => {}));
     expect(failure).to.be.instanceOf(RedisCallError);
-    const until = Date.now() + 5_000;
-    while ((await shardSubscribers(rc.channel("room"))) > 0 && Date.now() < until) await sleep(10);
-    expect(await shardSubscribers(rc.channel("room"))).to.equal(0);
+    const unsubscribed = async () => (await shardSubscribers(rc.channel("room"))) === 0;
+    await eventually(unsubscribed, 5_000, "the subscriber connection to go");
   });
 });

@@ -1,8 +1,6 @@
-import { isDeepStrictEqual } from "node:util";
 import { expect } from "chai";
 import {
   RedisCallError,
-  type MemberState,
   Rollcall,
   type Roster,
   Subscriber,
@@ -12,9 +10,13 @@ import {
   type SyncReason,
 } from "../../src/index.js";
 import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
+import type { Snapshot } from "../../src/protocol/replica.js";
 import type { RollcallOptions } from "../../src/engine/settings.js";
-import { useCluster } from "../support/cluster.js";
-import { IMMEDIATE, client, eventually, sleep } from "../support/redis.js";
+import { useCluster } from "../kit/cluster.js";
+import { IMMEDIATE, client } from "../kit/redis.js";
+import { Random } from "../kit/random.js";
+import { asReplica } from "../kit/rosters.js";
+import { eventually, sleep } from "../kit/wait.js";
 
 const opened = new Set<Subscriber>();
 
@@ -57,38 +59,27 @@ function relayPicking(pick: (e: PresenceEvent) => "drop" | "hold" | "deliver") {
  * What a replica can know of a roster: every field events carry. The seq of an empty room is the
  * bucket's counter, which moves with other rooms' events, so it is compared for occupied rooms only.
  */
-function knowable(r: {
-  room: string;
-  seq: number;
-  count: number;
-  members: readonly { user: string; joinedAt: number; state: MemberState | null }[];
-  typing: readonly string[];
-}) {
-  return {
-    room: r.room,
-    seq: r.count === 0 ? "empty" : r.seq,
-    count: r.count,
-    members: r.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state })),
-    typing: [...r.typing],
-  };
+function knowable(r: Snapshot) {
+  const { room, count, members, typing } = asReplica(r);
+  return { room, seq: r.count === 0 ? "empty" : r.seq, count, members, typing };
 }
 
 /** Once quiet, waits for every replica to equal roster(), then asserts it (with a diff if not). */
 async function expectConverged(rollcall: Rollcall, watches: RoomWatch[], context = "") {
   const rosters: Roster[] = await Promise.all(watches.map((w) => rollcall.roster(w.room)));
   const want = rosters.map(knowable);
-  const converged = () =>
-    watches.every((w, i) => w.synced && isDeepStrictEqual(knowable(w.roster), want[i]));
-  const until = Date.now() + 5_000;
-  while (!converged() && Date.now() < until) await sleep(10);
-  expect(
-    watches.map((w) => knowable(w.roster)),
-    context,
-  ).to.deep.equal(want);
-  expect(
-    watches.filter((w) => !w.synced).map((w) => w.room),
-    context,
-  ).to.deep.equal([]);
+  const converged = () => {
+    expect(
+      watches.map((w) => knowable(w.roster)),
+      context,
+    ).to.deep.equal(want);
+    expect(
+      watches.filter((w) => !w.synced).map((w) => w.room),
+      context,
+    ).to.deep.equal([]);
+    return true;
+  };
+  await eventually(converged, 5_000, "the replicas to converge");
 }
 
 const summary = (changes: RosterChange[]) =>
@@ -227,22 +218,28 @@ describe("RoomWatch", () => {
     const watches = await Promise.all(rooms.map((room) => watched(subscriber, room)));
 
     let flowing = true;
+    let made = 0;
+    const flowed = async (calls: number) => {
+      const until = made + calls;
+      await eventually(() => made >= until);
+    };
     const flow = (async () => {
       for (let i = 0; flowing; i++) {
         const room = rooms[i % rooms.length]!;
         const user = `u${i % 7}`;
         if (i % 5 === 4) await writer.leave(room, user, "c1");
         else await writer.heartbeat(room, user, "c1", { state: { i } });
+        made += 1;
       }
     })();
-    await sleep(100);
+    await flowed(30);
     expect(await admin.call("CLIENT", "KILL", "TYPE", "pubsub")).to.equal(1);
     // Published right after the kill: lost to the watcher for good, unless it resyncs.
     for (const room of rooms) {
       await writer.heartbeat(room, "late", "c1");
       await writer.startTyping(room, "late");
     }
-    await sleep(100);
+    await flowed(30);
     flowing = false;
     await flow;
 
@@ -327,13 +324,15 @@ describe("RoomWatch", () => {
     await other.heartbeat("room", "ann", "c1");
     await other.startTyping("room", "ann");
     await other.leave("room", "ann", "c1");
-    await eventually(() => changes.length === 4);
-    await sleep(50);
+    // A last join marks the end: events arrive in order, so every other one came before it.
+    await other.heartbeat("room", "zed", "c1");
+    await eventually(() => changes.some((c) => c.user === "zed"));
     expect(summary(changes)).to.deep.equal([
       "join ann",
       "typing-start ann",
       "typing-stop ann",
       "leave ann",
+      "join zed",
     ]);
     expect(syncs).to.deep.equal([]);
     await expectConverged(other, [watch]);
@@ -429,10 +428,15 @@ describe("RoomWatch", () => {
     const { watch, changes } = await watched(subscriber, "room");
     expect(watch.synced).to.equal(true);
 
+    const subscribers = async () =>
+      (
+        (await client().call("PUBSUB", "SHARDNUMSUB", other.channel("room"))) as [string, number]
+      )[1];
     subscriber.close();
     expect(watch.synced).to.equal(false);
+    await eventually(async () => (await subscribers()) === 0);
     await other.heartbeat("room", "ann", "c1");
-    await sleep(50);
+    expect(await subscribers(), "nobody to deliver the join to").to.equal(0);
     expect(changes).to.deep.equal([]);
     await watch.close();
   });
@@ -440,8 +444,9 @@ describe("RoomWatch", () => {
   it("keeps 100 replicas equal to roster() through random traffic from several instances, with and without message loss", async function () {
     this.timeout(30_000);
     const seed = Number(process.env.ROLLCALL_SEED ?? Date.now());
-    const random = mulberry32(seed);
-    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+    const rng = new Random(seed);
+    const random = () => rng.next();
+    const pick = <T>(items: readonly T[]): T => rng.pick(items);
     const options: RollcallOptions = {
       presenceWindowMs: 1_000,
       typingWindowMs: 300,
@@ -456,16 +461,18 @@ describe("RoomWatch", () => {
     );
 
     const faithful = watcher({}, new Rollcall(client(), { ...IMMEDIATE, ...options }));
-    // A lossy transport: drops some messages, delays others behind later ones. A replica can only
-    // notice a loss by the next event of the room, so the run ends with one lossless event each.
+    // A lossy transport: drops some messages, delays others behind the next one. A replica can
+    // only notice a loss by the next event of the room, so the run ends with one lossless event each.
     let lossless = false;
+    const held: (() => void)[] = [];
     const lossy = watcher(
       {
         relay: (_channel, message, deliver) => {
           const roll = lossless ? 1 : random();
           if (roll < 0.02) return;
-          if (roll < 0.04) setTimeout(() => deliver(message), random() * 5);
-          else deliver(message);
+          if (roll < 0.04) return void held.push(() => deliver(message));
+          deliver(message);
+          held.splice(0).forEach((late) => late());
         },
       },
       new Rollcall(client(), { ...IMMEDIATE, ...options }),
@@ -612,15 +619,3 @@ describe("RoomWatch on Redis Cluster", () => {
     expect(errors).to.deep.equal([]);
   });
 });
-
-/** A small seeded PRNG, so that a failing run can be replayed with ROLLCALL_SEED. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}

@@ -1,9 +1,9 @@
+import { install, type Clock } from "@sinonjs/fake-timers";
 import { expect } from "chai";
 import { RoomFeed } from "../../src/gateway/feed.js";
 import { HeartbeatWheel } from "../../src/gateway/heartbeats.js";
 import { RateLimit } from "../../src/gateway/limits.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { sleep } from "../support/redis.js";
 
 function event(
   type: "join" | "typing-start" | "typing-stop",
@@ -67,29 +67,47 @@ describe("the gateway's room feed", () => {
 });
 
 describe("the heartbeat wheel", () => {
-  it("beats each entry once per interval from one timer, a new one a full interval later", async () => {
-    const beats: string[] = [];
-    const wheel = new HeartbeatWheel<string>(200, (e) => beats.push(e), 4);
+  let clock: Clock;
+  beforeEach(() => (clock = install({ toFake: ["setInterval", "clearInterval"] })));
+  afterEach(() => clock.uninstall());
+
+  it("beats each entry once per interval from one timer, a new one a full interval later", () => {
+    const beats: [string, number][] = [];
+    const wheel = new HeartbeatWheel<string>(200, (e) => beats.push([e, clock.now]), 4);
     wheel.start();
     wheel.add("a");
-    await sleep(100);
+    clock.tick(100);
     wheel.add("b");
-    await sleep(500);
+    clock.tick(500);
     wheel.remove("a");
-    await sleep(220);
+    clock.tick(220);
     wheel.stop();
-    const count = (e: string) => beats.filter((b) => b === e).length;
-    expect(count("a")).to.be.within(2, 3);
-    expect(count("b")).to.be.within(3, 4);
+    clock.tick(1_000);
+    const at = (e: string) => beats.filter(([b]) => b === e).map(([, t]) => t);
+    expect(at("a")).to.deep.equal([200, 400, 600]);
+    expect(at("b")).to.deep.equal([300, 500, 700]);
     expect(wheel.size).to.equal(1);
   });
 });
 
 describe("the rate limit", () => {
-  it("lets a burst through, then refills at its rate", async () => {
+  let clock: Clock;
+  beforeEach(() => (clock = install({ toFake: ["performance"] })));
+  afterEach(() => clock.uninstall());
+
+  it("lets a burst through, then refills at its rate", () => {
     const limit = new RateLimit(3, 20);
     expect([1, 2, 3, 4].map(() => limit.take())).to.deep.equal([true, true, true, false]);
-    await sleep(120);
+    clock.tick(120); // 2.4 tokens
     expect([1, 2, 3].map(() => limit.take())).to.deep.equal([true, true, false]);
+  });
+
+  it("lets the next call through only once a whole token has refilled", () => {
+    const limit = new RateLimit(1, 4);
+    expect([limit.take(), limit.take()]).to.deep.equal([true, false]);
+    clock.tick(125); // half a token
+    expect(limit.take()).to.equal(false);
+    clock.tick(125);
+    expect(limit.take()).to.equal(true);
   });
 });

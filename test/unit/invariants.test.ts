@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import type { LeaveEvent, PresenceEvent, TypingStopEvent } from "../../src/index.js";
-import { History, type CallRecord, type Report } from "../support/invariants.js";
+import { History, type CallRecord, type Report } from "../kit/invariants.js";
 
 const ROOM = "lobby";
 

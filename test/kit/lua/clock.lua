@@ -1,5 +1,5 @@
 -- Redis's clock, in integer milliseconds, as the test clock of the script's bucket says (see
--- test/support/clock.ts): '<ms>' moves it on by an offset, '@<ms>' stops it at that time. Tests
+-- test/kit/clock.ts): '<ms>' moves it on by an offset, '@<ms>' stops it at that time. Tests
 -- move time instead of waiting for it to pass.
 local now
 do

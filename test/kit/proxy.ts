@@ -10,6 +10,8 @@ export interface Proxy {
   dropConnections(): void;
   /** Stops forwarding in both directions (nothing is lost: the sockets just stop reading). */
   pause(): void;
+  /** Bytes received from clients and not forwarded yet (held while paused). */
+  held(): number;
   resume(): void;
   /**
    * Forwards the next request chunk that `match` accepts, swallows the server's reply to it and
@@ -68,6 +70,7 @@ export async function startProxy(target: { host: string; port: number }): Promis
     connections: () => pairs.size,
     dropConnections: () => everySocket().forEach((s) => s.destroy()),
     pause: () => ((paused = true), everySocket().forEach((s) => s.pause())),
+    held: () => [...pairs].reduce((sum, p) => sum + p.client.readableLength, 0),
     resume: () => ((paused = false), everySocket().forEach((s) => s.resume())),
     dropNextReply: (match) => {
       const fired = new Promise<void>((resolve, reject) =>

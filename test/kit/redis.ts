@@ -1,13 +1,18 @@
 import { Redis, type RedisOptions } from "ioredis";
 import "./clock.js";
-import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/dev/embedded.js";
+import { startEmbeddedRedis, type EmbeddedRedis } from "../../src/embedded.js";
 import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
 
 let embedded: EmbeddedRedis | undefined;
 const clients = new Set<Redis>();
 const owned = new Set<EmbeddedRedis>();
+/** The connection each listen() array is filled from. */
+const listeners = new WeakMap<readonly PresenceEvent[], Redis>();
 
-/** Root hooks: one throwaway redis-server for the run; every test starts on an empty one. */
+/**
+ * Root hooks of the suites that need Redis (the root .mocharc.json loads this file; test/unit's
+ * configuration does not): one throwaway redis-server for the run, emptied before each test.
+ */
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context) {
     this.timeout(60_000);
@@ -48,36 +53,31 @@ export async function listen(channels: string[]): Promise<PresenceEvent[]> {
   const events: PresenceEvent[] = [];
   sub.on("smessage", (_channel: string, message: string) => events.push(parseEvent(message)));
   for (const channel of channels) await sub.ssubscribe(channel);
+  listeners.set(events, sub);
   return events;
 }
 
-/** Waits until a condition holds (events travel asynchronously), failing after a while. */
-export async function eventually(
-  check: () => boolean | Promise<boolean>,
-  ms = 5_000,
-): Promise<void> {
-  const until = Date.now() + ms;
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error("condition not met in time");
-    await sleep(5);
-  }
+/**
+ * Resolves once every event published before the call is in `events` (an array from listen()):
+ * a PING on the listener's connection is answered after the messages Redis queued before it.
+ */
+export async function caughtUp(events: readonly PresenceEvent[]): Promise<void> {
+  const sub = listeners.get(events);
+  if (!sub) throw new Error("not an array from listen()");
+  await sub.ping();
 }
 
-export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Redis's clock in ms, as the scripts read it (TIME). */
+export async function redisNow(redis: Redis): Promise<number> {
+  const [seconds, micros] = await redis.time();
+  return Number(seconds) * 1_000 + Math.floor(Number(micros) / 1_000);
+}
 
 /** A redis-server of the test's own, to stop and start again on the same port. */
 export async function ownRedis(): Promise<EmbeddedRedis> {
   const own = await startEmbeddedRedis();
   owned.add(own);
   return own;
-}
-
-/** Counts unhandled rejections while a test runs (mocha would also fail the run on one). */
-export function watchUnhandled(): { count: () => number; stop: () => void } {
-  let count = 0;
-  const listener = () => (count += 1);
-  process.on("unhandledRejection", listener);
-  return { count: () => count, stop: () => process.off("unhandledRejection", listener) };
 }
 
 /** Leaves announced at once: the tests that are not about the leave grace go without one. */

@@ -1,5 +1,5 @@
 import type { Rollcall } from "../../src/index.js";
-import type { CallRecord } from "../support/invariants.js";
+import type { CallRecord } from "./invariants.js";
 import type { Random } from "./random.js";
 
 export type Op = CallRecord["op"];

@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import type { PresenceEvent } from "../../src/index.js";
-import { audit, type AuditInput, type Logged } from "../chaos/audit.js";
-import type { CallRecord } from "../support/invariants.js";
+import { audit, type AuditInput, type Logged } from "../kit/audit.js";
+import type { CallRecord } from "../kit/invariants.js";
 
 /** The audit the fault suite and the chaos runner share, on hand-made records. */
 describe("the fault audit", () => {

@@ -4,7 +4,7 @@
  * result. Pure (no Redis, no I/O), shared by the cluster fault suite and the chaos runner.
  */
 import type { EventType, PresenceEvent } from "../../src/index.js";
-import { History, type CallRecord, type Counts } from "../support/invariants.js";
+import { claimOf, History, type CallRecord, type Counts } from "./invariants.js";
 
 /** One log entry: where it sits (its bucket's stream, its id) and the event it holds. */
 export interface Logged {
@@ -82,24 +82,6 @@ export function compareIds(a: string, b: string): number {
   const [am = 0, an = 0] = a.split("-").map(Number);
   const [bm = 0, bn = 0] = b.split("-").map(Number);
   return am - bm || an - bn;
-}
-
-/** The event a call's flags say it published, or null. */
-function claimOf(call: CallRecord): { type: EventType; user: string } | null {
-  const r = call.result;
-  if (r.event === null) return null;
-  switch (call.op) {
-    case "heartbeat":
-      return { type: call.result.joined ? "join" : "update", user: call.user };
-    case "leave":
-      return { type: "leave", user: call.user };
-    case "startTyping":
-      return { type: "typing-start", user: call.user };
-    case "stopTyping":
-      return { type: "typing-stop", user: call.user };
-    case "setState":
-      return { type: "update", user: call.user };
-  }
 }
 
 /**
@@ -254,7 +236,7 @@ export function audit(input: AuditInput): Audit {
     if (!c || !event) continue;
     claim(
       numberKey(event.epoch, input.bucketOf(call.room), event.seq),
-      { room: call.room, ...c },
+      { room: call.room, user: call.user, type: c.type },
       `claimed by ${call.op}:`,
     );
   }

@@ -1,12 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { createServer } from "node:net";
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Cluster, Redis, type ClusterOptions } from "ioredis";
 import { RedisBinary } from "redis-memory-server";
-import { systemRedisServer } from "../../src/dev/embedded.js";
-import { sleep } from "./redis.js";
+import { systemRedisServer } from "../../src/embedded.js";
+import { portIsFree } from "./ports.js";
+import { eventually } from "./wait.js";
 
 /** One node as a node's CLUSTER NODES line describes it. */
 export interface NodeInfo {
@@ -31,8 +31,6 @@ export interface LocalClusterOptions {
 export interface MigrateOptions {
   /** Keys per MIGRATE. */
   batch?: number;
-  /** A pause after each batch, for traffic to run against a half-migrated slot. */
-  pauseMs?: number;
   onBatch?: (moved: string[]) => void | Promise<void>;
 }
 
@@ -104,35 +102,13 @@ function crc16(bytes: Uint8Array): number {
   return crc;
 }
 
-/** Polls a condition (an error counts as not yet), failing with the last error after a while. */
-export async function waitFor(check: () => Promise<boolean>, what: string, ms = 20_000) {
-  const until = Date.now() + ms;
-  let last: unknown;
-  for (;;) {
-    try {
-      if (await check()) return;
-    } catch (error) {
-      last = error;
-    }
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`, { cause: last });
-    await sleep(100);
-  }
-}
-
-function canListen(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const server = createServer();
-    server.once("error", () => resolve(false));
-    server.listen(port, HOST, () => server.close(() => resolve(true)));
-  });
-}
-
 /** A free port whose cluster bus port (port + 10 000) is free too. */
 async function freeNodePort(taken: number[]): Promise<number> {
   for (;;) {
+    // Below the ephemeral range (32768 up): no outgoing connection takes it before the node binds.
     const port = 20_000 + Math.floor(Math.random() * 10_000);
     if (taken.includes(port)) continue;
-    if ((await canListen(port)) && (await canListen(port + 10_000))) return port;
+    if ((await portIsFree(port)) && (await portIsFree(port + 10_000))) return port;
   }
 }
 
@@ -169,6 +145,7 @@ function adminOf(port: number): Redis {
     host: HOST,
     port,
     retryStrategy: (times) => (times > 100 ? null : 50),
+    showFriendlyErrorStack: true,
   }).on("error", () => undefined); // refused until the server listens; ping() fails if it never does
 }
 
@@ -265,8 +242,9 @@ export async function startCluster(
 /** CLUSTER REPLICATE, once MEET's gossip has told the replica about its master. */
 async function replicate(replica: Node, master: Node) {
   const masterId = String(await master.admin.call("CLUSTER", "MYID"));
-  await waitFor(
+  await eventually(
     async () => (await clusterNodes(replica)).some((n) => n.id === masterId && n.port > 0),
+    20_000,
     `node ${replica.port} to learn about ${master.port}`,
   );
   await replica.admin.call("CLUSTER", "REPLICATE", masterId);
@@ -291,7 +269,7 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
   const myId = async (node: Node) => String(await node.admin.call("CLUSTER", "MYID"));
 
   const waitForOk = (timeoutMs = 20_000) =>
-    waitFor(
+    eventually(
       async () => {
         const views = await Promise.all(
           running().map(async (n) => ({
@@ -304,8 +282,8 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
           new Set(views.map((v) => v.layout)).size === 1
         );
       },
-      "cluster_state:ok and one layout on every node",
       timeoutMs,
+      "cluster_state:ok and one layout on every node",
     );
 
   return {
@@ -322,21 +300,26 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
     failover: async (replicaPort, mode) => {
       const node = at(replicaPort);
       // Redis gives a manual failover up after 5 s when the replica cannot catch up with its
-      // master in time (a loaded host): ask again, as an operator would.
-      for (let attempt = 1; ; attempt++) {
-        await node.admin.call("CLUSTER", "FAILOVER", ...(mode ? [mode] : []));
+      // master in time (a loaded host): ask again, as an operator would. And a replica that won
+      // an election a few seconds before may count those votes again, keep its old config epoch
+      // and be demoted at once (Redis 7.0, after forced failovers back and forth): TAKEOVER
+      // then, which takes a new epoch (the replica is in sync, nothing is lost).
+      for (let attempt = 1, how = mode; ; attempt++) {
+        await node.admin.call("CLUSTER", "FAILOVER", ...(how ? [how] : []));
         try {
-          await waitFor(
+          await eventually(
             async () => (await roleOf(node)) === "master",
-            `node ${replicaPort} to take over`,
             6_000,
+            `node ${replicaPort} to take over`,
           );
-          break;
+          await waitForOk();
+          if ((await roleOf(node)) === "master") return;
+          how = "TAKEOVER";
         } catch (error) {
           if (attempt === 3) throw error;
         }
+        if (attempt === 3) throw new Error(`node ${replicaPort} was demoted again`);
       }
-      await waitForOk();
     },
     kill: async (port, signal = "SIGKILL") => {
       const node = at(port);
@@ -353,17 +336,17 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
     },
     waitForOk,
     waitForReplicas: (timeoutMs = 20_000) =>
-      waitFor(
+      eventually(
         async () => {
           const infos = await Promise.all(running().map((n) => n.admin.info("replication")));
           return infos.every(
             (i) => !i.includes("role:slave") || i.includes("master_link_status:up"),
           );
         },
-        "every replica's link up",
         timeoutMs,
+        "every replica's link up",
       ),
-    migrateSlot: async (slot, fromPort, toPort, { batch = 10, pauseMs = 0, onBatch } = {}) => {
+    migrateSlot: async (slot, fromPort, toPort, { batch = 10, onBatch } = {}) => {
       const [from, to] = [at(fromPort), at(toPort)];
       const [fromId, toId] = await Promise.all([myId(from), myId(to)]);
       await to.admin.call("CLUSTER", "SETSLOT", slot, "IMPORTING", fromId);
@@ -372,8 +355,7 @@ function localCluster(binary: string, dir: string, nodes: Node[]): LocalCluster 
         const keys = (await from.admin.call("CLUSTER", "GETKEYSINSLOT", slot, batch)) as string[];
         if (keys.length === 0) break;
         await from.admin.call("MIGRATE", HOST, toPort, "", 0, 5000, "KEYS", ...keys);
-        await onBatch?.(keys);
-        if (pauseMs > 0) await sleep(pauseMs);
+        await onBatch?.(keys); // e.g. traffic against the half-migrated slot
       }
       const others = running().filter((n) => n !== from && n !== to);
       const roles = await Promise.all(others.map(roleOf));

@@ -363,13 +363,13 @@ class Observer {
 }
 
 /** The event a call's flags say it published. */
-interface Claim {
+export interface Claim {
   type: EventType;
   reason?: "explicit";
 }
 
 /** What a call's flags claim it published, or null when they say it published nothing. */
-function claimOf(call: CallRecord): Claim | null {
+export function claimOf(call: CallRecord): Claim | null {
   switch (call.op) {
     case "heartbeat":
       if (call.result.joined) return { type: "join" };
