@@ -8,18 +8,38 @@ import {
   type FrameErrorCode,
   type ServerFrame,
 } from "../protocol/frames.js";
+import type { Rollcall } from "../engine/rollcall.js";
 import type { Identity } from "./auth.js";
-import type { Gateway } from "./gateway.js";
-import { RateLimit } from "./limits.js";
+import type { Limits, RateLimit } from "./limits.js";
+import type { Rooms } from "./rooms.js";
 
-/** Close codes the gateway uses (RFC 6455 §7.4.1). */
+/** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
 export const CLOSE = {
   goingAway: 1001,
   policy: 1008,
   tooBig: 1009,
   internal: 1011,
   tryLater: 1013,
+  /** The token expired and no refresh came first: reconnect with a fresh one. */
+  tokenExpired: 4001,
+  /** A refresh named another user than the socket's. */
+  identityChanged: 4003,
 } as const;
+
+/** What a session needs of its gateway: a narrow view, not the gateway itself. */
+export interface SessionHost {
+  readonly rollcall: Rollcall;
+  readonly limits: Limits;
+  readonly rooms: Rooms;
+  /** Leeway past an identity's expiry before its socket closes. */
+  readonly expiryLeewayMs: number;
+  /** The identity a refresh token establishes, or a FrameError (INVALID_TOKEN). */
+  reauthenticate(token: string, current: Identity): Promise<Identity>;
+  report(error: unknown): void;
+}
+
+/** setTimeout's longest delay: a later expiry is waited for in steps. */
+const LONGEST_TIMER = 2 ** 31 - 1;
 
 /** One (socket, room) pair, as the heartbeat wheel holds it. */
 export interface Beat {
@@ -37,18 +57,23 @@ export class Session {
   readonly rooms = new Map<string, Beat>();
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
   alive = true;
-  private readonly rate: RateLimit;
   private strikes = 0;
   private queue: Promise<void> = Promise.resolve();
   private closed = false;
+  private expiry: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly gateway: Gateway,
+    private readonly host: SessionHost,
     readonly ws: WebSocket,
-    readonly identity: Identity,
+    private current: Identity,
+    /** The user's frame budget, shared by all their sockets. */
+    private readonly rate: RateLimit,
   ) {
-    const { rateBurst, ratePerSecond } = gateway.limits;
-    this.rate = new RateLimit(rateBurst, ratePerSecond);
+    this.armExpiry();
+  }
+
+  get identity(): Identity {
+    return this.current;
   }
 
   get user(): string {
@@ -58,7 +83,7 @@ export class Session {
   send(frame: ServerFrame): void {
     if (this.closed) return;
     // A reader this far behind is a slow consumer: its queue would only grow.
-    if (this.ws.bufferedAmount > this.gateway.limits.maxBufferedBytes) {
+    if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) {
       this.ws.close(CLOSE.tryLater, "slow consumer");
       return;
     }
@@ -80,11 +105,11 @@ export class Session {
       // A flood gets one error, then the socket is closed if it goes on.
       this.strikes += 1;
       if (this.strikes === 1) this.fail("RATE_LIMITED", "too many frames", frame?.ref);
-      if (this.strikes > this.gateway.limits.rateBurst) this.ws.close(CLOSE.policy, "rate limit");
+      if (this.strikes > this.host.limits.rateBurst) this.ws.close(CLOSE.policy, "rate limit");
       return;
     }
     this.strikes = 0;
-    this.gateway.rollcall.metrics.add("rollcall.gateway.frames", 1, { type: frame?.type ?? "bad" });
+    this.host.rollcall.metrics.add("rollcall.gateway.frames", 1, { type: frame?.type ?? "bad" });
     // In the queue, refusals too: replies go out in the order of the frames they answer.
     this.queue = this.queue.then(() =>
       frame
@@ -97,34 +122,78 @@ export class Session {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    clearTimeout(this.expiry);
     await this.queue;
-    await Promise.all([...this.rooms.keys()].map((room) => this.gateway.leave(this, room)));
+    const { rooms } = this.host;
+    await Promise.all([...this.rooms.keys()].map((room) => rooms.leave(this, room)));
   }
 
   private async handle(frame: ClientFrame): Promise<void> {
     if (this.closed) return;
-    const { gateway } = this;
+    const { rollcall, rooms } = this.host;
     switch (frame.type) {
       case "join":
-        await gateway.join(this, frame.room, frame.state, frame.types, frame.ref);
+        await rooms.join(this, frame.room, frame.state, frame.types, frame.ref);
         return;
       case "leave":
-        if (this.rooms.has(frame.room)) await gateway.leave(this, frame.room);
+        if (this.rooms.has(frame.room)) await rooms.leave(this, frame.room);
         break;
       case "typing":
-        await gateway.rollcall.startTyping(this.joined(frame.room, frame.ref), this.user);
+        await rollcall.startTyping(this.joined(frame.room, frame.ref), this.user);
         break;
       case "typing-stop":
-        await gateway.rollcall.stopTyping(this.joined(frame.room, frame.ref), this.user);
+        await rollcall.stopTyping(this.joined(frame.room, frame.ref), this.user);
         break;
       case "state":
-        await gateway.rollcall.setState(this.joined(frame.room, frame.ref), this.user, frame.state);
+        await rollcall.setState(this.joined(frame.room, frame.ref), this.user, frame.state);
         break;
       case "heartbeat":
-        await Promise.all([...this.rooms.keys()].map((room) => gateway.beat(this, room)));
+        await Promise.all([...this.rooms.keys()].map((room) => rooms.beat(this, room)));
         break;
+      case "refresh":
+        await this.refresh(frame.token, frame.ref);
+        return;
     }
     if (frame.ref !== undefined) this.send({ type: "ack", ref: frame.ref });
+  }
+
+  /**
+   * A fresh token: the socket lives on to its expiry, and leaves the rooms it no longer allows.
+   * A token of another user is no refresh: the socket closes.
+   */
+  private async refresh(token: string, ref: string | undefined): Promise<void> {
+    const identity = await this.host.reauthenticate(token, this.current);
+    if (identity.user !== this.user) {
+      this.ws.close(CLOSE.identityChanged, "the token names another user");
+      return;
+    }
+    this.current = identity;
+    this.armExpiry();
+    const { rooms } = this.host;
+    for (const room of [...this.rooms.keys()]) {
+      if (await rooms.allowed(identity, room)) continue;
+      await rooms.leave(this, room);
+      const message = `the new token does not allow room ${room}: left`;
+      this.send({ type: "error", code: "FORBIDDEN", message, room });
+    }
+    const expiresAt = identity.expiresAt ?? null;
+    this.send({ type: "refreshed", expiresAt, ...(ref === undefined ? {} : { ref }) });
+  }
+
+  /** Closes the socket with 4001 when its identity expires (plus the leeway). */
+  private armExpiry(): void {
+    clearTimeout(this.expiry);
+    const { expiresAt } = this.current;
+    if (expiresAt === undefined || expiresAt === null) return;
+    const due = expiresAt + this.host.expiryLeewayMs - Date.now();
+    this.expiry = setTimeout(
+      () => {
+        if (due > LONGEST_TIMER) this.armExpiry();
+        else this.ws.close(CLOSE.tokenExpired, "token expired");
+      },
+      Math.max(0, Math.min(due, LONGEST_TIMER)),
+    );
+    this.expiry.unref();
   }
 
   private joined(room: string, ref: string | undefined): string {
@@ -136,15 +205,15 @@ export class Session {
     if (error instanceof FrameError) return this.fail(error.code, error.message, error.ref ?? ref);
     if (error instanceof RollcallError) {
       const code = codeOf(error);
-      if (code === "INTERNAL" || code === "UNAVAILABLE") this.gateway.report(error);
+      if (code === "INTERNAL" || code === "UNAVAILABLE") this.host.report(error);
       return this.fail(code, error.message, ref);
     }
-    this.gateway.report(error);
+    this.host.report(error);
     this.fail("INTERNAL", "the server failed to handle the frame", ref);
   }
 
   private fail(code: FrameErrorCode, message: string, ref?: string): void {
-    this.gateway.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: code });
+    this.host.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: code });
     this.send(
       ref === undefined ? { type: "error", code, message } : { type: "error", code, message, ref },
     );
