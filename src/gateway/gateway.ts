@@ -207,6 +207,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return this.sessions.size;
   }
 
+  /** Upgrades being admitted now: counted with the open sockets against `maxSockets`. */
+  get handshakes(): number {
+    return this.admission.handshakes;
+  }
+
   /**
    * Handles WebSocket upgrades to `path` on your server. Another path is left to the server's
    * other `upgrade` listeners; with none, it is answered 404 and its socket destroyed (a socket
