@@ -80,7 +80,7 @@ describe("rollcall/gateway's type declarations", function () {
       );
       const result = await run(process.execPath, [TSC, "-p", dir]).then(
         () => "ok",
-        (error: { stdout?: string }) => error.stdout ?? String(error),
+        (error: Error & { stdout?: string }) => error.stdout ?? error.message,
       );
       expect(result).to.equal("ok");
     } finally {
