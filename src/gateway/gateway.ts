@@ -17,12 +17,32 @@ import {
   type Identity,
   type JwtOptions,
 } from "./auth.js";
+import { Expiries } from "./expiries.js";
 import { checkJwtOptions, jwtVerifier, type Verify } from "./jwt.js";
 import { checkLimits, type Limits } from "./limits.js";
 import { Rooms } from "./rooms.js";
 import { CLOSE, Session, type SessionHost } from "./session.js";
-import { Admission, answer, checkIdentity, type Admitted, type Origins } from "./upgrade.js";
+import {
+  Admission,
+  answer,
+  checkIdentity,
+  ignore,
+  type Admitted,
+  type Origins,
+} from "./upgrade.js";
 
+const SESSION = Symbol("session");
+type Tagged = WebSocket & { [SESSION]: Session };
+
+function onPong(this: WebSocket): void {
+  (this as Tagged)[SESSION].alive = true;
+}
+function onMessage(this: WebSocket, data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
+  (this as Tagged)[SESSION].receive(data, isBinary);
+}
+function onClose(this: WebSocket): void {
+  (this as Tagged)[SESSION].ended();
+}
 export interface GatewayOptions {
   /** Verify JWTs (HS256 secret or local JWKS): the user is `sub`, the rooms the `rooms` claim. */
   jwt?: JwtOptions;
@@ -78,7 +98,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private readonly verify: Promise<Verify> | undefined;
   private readonly admission: Admission;
   private readonly rooms: Rooms;
+  private readonly expiries = new Expiries<Session>((session) => session.expire());
   private readonly host: SessionHost;
+  private readonly keepClaims: boolean;
   private readonly wss: WebSocketServer;
   private readonly sessions = new Map<Session, Admitted>();
   private readonly subscriber: Subscriber;
@@ -130,6 +152,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       this.identify = async (request) => hook(request);
     }
     const authorize = callback<GatewayOptions["authorize"]>("authorize", o.authorize);
+    this.keepClaims = authorize !== undefined;
     const capacity =
       typeof o.capacity === "number"
         ? integer("capacity", o.capacity, 1, 1_000_000_000)
@@ -179,7 +202,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       limits: this.limits,
       rooms: this.rooms,
       expiryLeewayMs,
-      reauthenticate: (token, current) => this.reauthenticate(token, current),
+      expiries: this.expiries,
+      ended: (session) => void this.end(session),
+      reauthenticate: async (token, current) =>
+        this.kept(await this.reauthenticate(token, current)),
       report: (error) => this.report(error),
     };
     if (o.sweeper !== false) {
@@ -222,7 +248,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       if (new URL(request.url ?? "/", "http://localhost").pathname === this.path) {
         void this.handleUpgrade(request, socket, head);
       } else if (server.listenerCount("upgrade") === 1) {
-        socket.on("error", () => undefined);
+        socket.on("error", ignore);
         this.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: "not-found" });
         answer(socket, 404, "not-found: no WebSocket endpoint here");
       }
@@ -272,6 +298,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (this.isClosed) return;
     this.isClosed = true;
     clearInterval(this.pinger);
+    this.expiries.stop();
     for (const session of this.sessions.keys()) session.ws.close(CLOSE.goingAway, "server closing");
     await Promise.all([...this.sessions.keys()].map((s) => this.end(s)));
     await Promise.all(this.closing);
@@ -288,15 +315,26 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     reportError(this, error);
   }
 
+  /**
+   * What a socket keeps of its identity: the claims only for an `authorize` hook, the only one
+   * that reads them (an idle socket should cost little).
+   */
+  private kept(identity: Identity): Identity {
+    if (this.keepClaims || identity.claims === undefined) return identity;
+    return { user: identity.user, rooms: identity.rooms, expiresAt: identity.expiresAt };
+  }
+
   private open(ws: WebSocket, admitted: Admitted): void {
-    const { identity, rate } = admitted;
-    const session = new Session(this.host, ws, identity, rate);
+    const identity = this.kept(admitted.identity);
+    const session = new Session(this.host, ws, identity, admitted.rate);
     this.sessions.set(session, admitted);
     this.rollcall.metrics.add("rollcall.gateway.sockets", 1, {}, true);
-    ws.on("pong", () => (session.alive = true));
-    ws.on("message", (data, isBinary) => session.receive(data, isBinary));
-    ws.on("error", () => undefined); // a broken socket closes next; 'close' does the rest
-    ws.on("close", () => void this.end(session));
+    // Listeners shared by every socket, each finding its session on the socket: no closures.
+    (ws as Tagged)[SESSION] = session;
+    ws.on("pong", onPong);
+    ws.on("message", onMessage);
+    ws.on("error", ignore); // a broken socket closes next; 'close' does the rest
+    ws.on("close", onClose);
     session.send({
       type: "welcome",
       user: identity.user,

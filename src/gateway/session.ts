@@ -10,6 +10,7 @@ import {
 } from "../protocol/frames.js";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { Identity } from "./auth.js";
+import type { Expiries } from "./expiries.js";
 import type { Limits, RateLimit } from "./limits.js";
 import type { Rooms } from "./rooms.js";
 
@@ -33,13 +34,13 @@ export interface SessionHost {
   readonly rooms: Rooms;
   /** Leeway past an identity's expiry before its socket closes. */
   readonly expiryLeewayMs: number;
+  readonly expiries: Expiries<Session>;
+  /** The socket closed: the gateway forgets it (the session then leaves its rooms). */
+  ended(session: Session): void;
   /** The identity a refresh token establishes, or a FrameError (INVALID_TOKEN). */
   reauthenticate(token: string, current: Identity): Promise<Identity>;
   report(error: unknown): void;
 }
-
-/** setTimeout's longest delay: a later expiry is waited for in steps. */
-const LONGEST_TIMER = 2 ** 31 - 1;
 
 /** One (socket, room) pair, as the heartbeat wheel holds it. */
 export interface Beat {
@@ -58,9 +59,11 @@ export class Session {
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
   alive = true;
   private strikes = 0;
-  private queue: Promise<void> = Promise.resolve();
+  /** The frames being handled, in order (none yet: an idle socket keeps no promise). */
+  private queue: Promise<void> | undefined;
   private closed = false;
-  private expiry: NodeJS.Timeout | undefined;
+  /** Where the socket's expiry is filed. */
+  private expiry: number | undefined;
 
   constructor(
     private readonly host: SessionHost,
@@ -111,7 +114,7 @@ export class Session {
     this.strikes = 0;
     this.host.rollcall.metrics.add("rollcall.gateway.frames", 1, { type: frame?.type ?? "bad" });
     // In the queue, refusals too: replies go out in the order of the frames they answer.
-    this.queue = this.queue.then(() =>
+    this.queue = (this.queue ?? Promise.resolve()).then(() =>
       frame
         ? this.handle(frame).catch((e: unknown) => this.refuse(e, frame.ref))
         : this.refuse(refused),
@@ -122,7 +125,7 @@ export class Session {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    clearTimeout(this.expiry);
+    if (this.expiry !== undefined) this.host.expiries.remove(this, this.expiry);
     await this.queue;
     const { rooms } = this.host;
     await Promise.all([...this.rooms.keys()].map((room) => rooms.leave(this, room)));
@@ -180,20 +183,26 @@ export class Session {
     this.send({ type: "refreshed", expiresAt, ...(ref === undefined ? {} : { ref }) });
   }
 
-  /** Closes the socket with 4001 when its identity expires (plus the leeway). */
+  /** Files the socket to be closed with 4001 when its identity expires (plus the leeway). */
   private armExpiry(): void {
-    clearTimeout(this.expiry);
+    const { expiries, expiryLeewayMs } = this.host;
+    if (this.expiry !== undefined) expiries.remove(this, this.expiry);
     const { expiresAt } = this.current;
-    if (expiresAt === undefined || expiresAt === null) return;
-    const due = expiresAt + this.host.expiryLeewayMs - Date.now();
-    this.expiry = setTimeout(
-      () => {
-        if (due > LONGEST_TIMER) this.armExpiry();
-        else this.ws.close(CLOSE.tokenExpired, "token expired");
-      },
-      Math.max(0, Math.min(due, LONGEST_TIMER)),
-    );
-    this.expiry.unref();
+    this.expiry =
+      expiresAt === undefined || expiresAt === null
+        ? undefined
+        : expiries.add(this, expiresAt + expiryLeewayMs);
+  }
+
+  /** The identity expired, and no refresh came first. */
+  expire(): void {
+    this.expiry = undefined;
+    this.ws.close(CLOSE.tokenExpired, "token expired");
+  }
+
+  /** The socket's 'close' (a listener shared by every socket). */
+  ended(): void {
+    this.host.ended(this);
   }
 
   private joined(room: string, ref: string | undefined): string {

@@ -85,7 +85,7 @@ export class Admission {
    * with `opened` (or `release` when the WebSocket never opened) right after.
    */
   async admit(request: IncomingMessage, socket: Duplex): Promise<Admitted | undefined> {
-    socket.on("error", () => undefined); // a client gone mid-handshake is no error of ours
+    socket.on("error", ignore); // a client gone mid-handshake is no error of ours
     const { limits } = this.options;
     const refuse = (reason: RefusalReason, status: number, message: string, headers = {}) => {
       this.host.metrics.add("rollcall.gateway.refusals", 1, { reason });
@@ -233,6 +233,9 @@ export function answer(
     socket.destroy(),
   );
 }
+
+/** One listener for every socket: a closure would keep this call's scope alive with it. */
+export function ignore(): void {}
 
 function isWebSocketUpgrade(request: IncomingMessage): boolean {
   return (
