@@ -110,7 +110,7 @@ export class Tally<K> {
  * shared by all of them and kept while they have a socket.
  */
 export class Budgets {
-  private readonly users = new Map<string, { rate: RateLimit; sockets: number }>();
+  private readonly users = new Map<string, RateLimit & { sockets: number }>();
 
   constructor(
     private readonly limits: Pick<Limits, "rateBurst" | "ratePerSecond" | "maxSocketsPerUser">,
@@ -120,12 +120,14 @@ export class Budgets {
   take(user: string): RateLimit | undefined {
     let entry = this.users.get(user);
     if (!entry) {
-      entry = { rate: new RateLimit(this.limits.rateBurst, this.limits.ratePerSecond), sockets: 0 };
+      entry = Object.assign(new RateLimit(this.limits.rateBurst, this.limits.ratePerSecond), {
+        sockets: 0,
+      });
       this.users.set(user, entry);
     }
     if (entry.sockets >= this.limits.maxSocketsPerUser) return undefined;
     entry.sockets += 1;
-    return entry.rate;
+    return entry;
   }
 
   release(user: string): void {

@@ -55,7 +55,7 @@ export interface Beat {
 export class Session {
   /** The socket's connection id in every room it joins. */
   readonly connection = randomUUID();
-  readonly rooms = new Map<string, Beat>();
+  private joined: Map<string, Beat> | undefined;
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
   alive = true;
   private strikes = 0;
@@ -73,6 +73,11 @@ export class Session {
     private readonly rate: RateLimit,
   ) {
     this.armExpiry();
+  }
+
+  /** The rooms the socket is in (made at the first join: an idle socket should cost little). */
+  get rooms(): Map<string, Beat> {
+    return (this.joined ??= new Map());
   }
 
   get identity(): Identity {
@@ -128,7 +133,8 @@ export class Session {
     if (this.expiry !== undefined) this.host.expiries.remove(this, this.expiry);
     await this.queue;
     const { rooms } = this.host;
-    await Promise.all([...this.rooms.keys()].map((room) => rooms.leave(this, room)));
+    const joined = [...(this.joined?.keys() ?? [])];
+    await Promise.all(joined.map((room) => rooms.leave(this, room)));
   }
 
   private async handle(frame: ClientFrame): Promise<void> {
@@ -142,13 +148,13 @@ export class Session {
         if (this.rooms.has(frame.room)) await rooms.leave(this, frame.room);
         break;
       case "typing":
-        await rollcall.startTyping(this.joined(frame.room, frame.ref), this.user);
+        await rollcall.startTyping(this.inRoom(frame.room, frame.ref), this.user);
         break;
       case "typing-stop":
-        await rollcall.stopTyping(this.joined(frame.room, frame.ref), this.user);
+        await rollcall.stopTyping(this.inRoom(frame.room, frame.ref), this.user);
         break;
       case "state":
-        await rollcall.setState(this.joined(frame.room, frame.ref), this.user, frame.state);
+        await rollcall.setState(this.inRoom(frame.room, frame.ref), this.user, frame.state);
         break;
       case "heartbeat":
         await Promise.all([...this.rooms.keys()].map((room) => rooms.beat(this, room)));
@@ -205,7 +211,7 @@ export class Session {
     this.host.ended(this);
   }
 
-  private joined(room: string, ref: string | undefined): string {
+  private inRoom(room: string, ref: string | undefined): string {
     if (!this.rooms.has(room)) throw new FrameError("NOT_JOINED", `not in room ${room}`, ref);
     return room;
   }
