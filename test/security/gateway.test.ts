@@ -362,12 +362,14 @@ describe("security: a gateway process attacked over raw sockets", function () {
     it("reads the token from a subprotocol entry and selects only rollcall.v1", async () => {
       const gateway = await startProcess();
       const jwt = await tokenOf("ann");
-      const opened = await rawUpgrade(gateway.port, { headers: bearer(jwt) });
-      expect([opened.status, opened.headers["sec-websocket-protocol"]]).to.deep.equal([
-        101,
-        "rollcall.v1",
-      ]);
-      opened.socket.destroy();
+      await writesNothing(async () => {
+        const opened = await rawUpgrade(gateway.port, { headers: bearer(jwt) });
+        expect([opened.status, opened.headers["sec-websocket-protocol"]]).to.deep.equal([
+          101,
+          "rollcall.v1",
+        ]);
+        opened.socket.destroy();
+      });
     });
 
     it("prefers the Authorization header, in any case, then the subprotocol, then the query", async () => {
@@ -541,6 +543,27 @@ describe("security: a gateway process attacked over raw sockets", function () {
       ).to.deep.equal(["RATE_LIMITED"]);
       // Heartbeats of a socket in no room touch nothing.
       expect(await redisWrites()).to.deep.equal(before);
+    });
+
+    it("closes a slow consumer with 1013 instead of queueing without bound", async () => {
+      const engine = { leaveGraceMs: 0, maxStateBytes: 65_536 };
+      const gateway = await startProcess({ engine, limits: { maxBufferedBytes: 64 * 1024 } });
+      const slow = await openPeer(gateway.url, await tokenOf("slow"));
+      slow.send({ type: "join", room: "doc", ref: "j" });
+      await slow.next("snapshot", "j");
+      // The client stops reading: frames pile up in the kernel, then in the gateway.
+      const socket = (slow.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+      socket.pause();
+      const rollcall = new Rollcall(client(), engine);
+      await rollcall.heartbeat("doc", "writer", "c");
+      const big = "x".repeat(60_000);
+      for (let i = 0; i < 400 && slow.closed() === undefined; i++) {
+        await rollcall.setState("doc", "writer", { big, i });
+        if ((await gateway.stats()).connections === 0) break;
+      }
+      socket.resume();
+      await eventually(() => slow.closed() !== undefined, 10_000);
+      expect(slow.closed()).to.equal(1013);
     });
 
     it("terminates a silent client that stops answering pings", async () => {
