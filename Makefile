@@ -3,7 +3,11 @@ BIN := node_modules/.bin
 
 .PHONY: demo test check unit bench bench-smoke chaos chaos-smoke build format
 
-node_modules/.installed: package.json package-lock.json
+# npm writes node_modules/.package-lock.json on every install: a checkout where `npm ci` already
+# ran is up to date, and make does not install again.
+INSTALLED := node_modules/.package-lock.json
+
+$(INSTALLED): package.json package-lock.json
 	npm ci
 	@touch $@
 
@@ -15,31 +19,31 @@ demo: build
 # chaos smoke runs.
 test: check unit bench-smoke chaos-smoke
 
-check: node_modules/.installed
+check: $(INSTALLED)
 	$(BIN)/tsc -p tsconfig.json
 	$(BIN)/eslint .
 	$(BIN)/prettier --check .
 
-unit: node_modules/.installed
+unit: $(INSTALLED)
 	npm test
 
-bench: node_modules/.installed
+bench: $(INSTALLED)
 	$(BIN)/tsx bench/main.ts
 
-bench-smoke: node_modules/.installed
+bench-smoke: $(INSTALLED)
 	$(BIN)/tsx bench/main.ts --smoke
 
 # Writer and sweeper processes under random faults (kills, CLIENT KILL and PAUSE, SCRIPT FLUSH,
 # SIGSTOP and restarts of Redis), then the invariant checker; a few minutes, table in
 # test/chaos/results.md. Replay a run with its seed: tsx test/chaos/main.ts --seed S ...
-chaos: node_modules/.installed
+chaos: $(INSTALLED)
 	$(BIN)/tsx test/chaos/main.ts --profile full
 
-chaos-smoke: node_modules/.installed
+chaos-smoke: $(INSTALLED)
 	$(BIN)/tsx test/chaos/main.ts --profile smoke
 
-build: node_modules/.installed
+build: $(INSTALLED)
 	$(BIN)/tsc -p tsconfig.build.json
 
-format: node_modules/.installed
+format: $(INSTALLED)
 	$(BIN)/prettier --write .

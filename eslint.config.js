@@ -6,7 +6,7 @@ const DATA_COMMANDS =
   "/^(pipeline|multi|eval|evalsha|h(get|getall|mget|set|setnx|del|len|keys|vals|scan|incrby|strlen)|" +
   "z(add|range|rangebyscore|rem|score|card|count|scan|popmin|incrby)|" +
   "x(add|range|revrange|read|readgroup|group|ack|autoclaim|claim|pending|trim|len)|" +
-  "scan|sscan|pexpire|expire|incrby|getrange|setrange|append|flushall|flushdb|unlink|dbsize)$/";
+  "zscan|hscan|pexpire|incrby|getrange|setrange|flushall|flushdb|unlink|dbsize)$/";
 
 /** The layers, bottom up: each may import only from those below it (and itself). */
 const LAYERS = {

@@ -1,5 +1,5 @@
 import { number, percent, percentileCells, PERCENTILES, ratio, table } from "./format.js";
-import type { GatewayHeartbeatRun, ProcessMemory } from "./gateway.js";
+import type { GatewayHeartbeatRun, IdleResult, IdleRun, ProcessMemory } from "./gateway.js";
 import { STEADY_VARIANTS, type SteadyVariant } from "./grace.js";
 import type { Results } from "./report.js";
 import { describe } from "./heartbeat.js";
@@ -37,16 +37,46 @@ function others(run: GatewayHeartbeatRun): number {
   return Math.max(0, run.hostCpu - run.gatewayCpu - run.redisCpu - run.benchCpu);
 }
 
-export function gatewaySection(r: Results): string {
+/** Idle sockets on a gateway and on a plain ws server, and the upgrades per second of each. */
+function idleSection(idle: IdleResult): string[] {
+  const row = (name: string, run: IdleRun) => [
+    name,
+    number(run.upgradesPerSec),
+    ...memoryCells(run.perSocket),
+    number(run.opened.rss / MB, 1),
+  ];
+  return [
+    `### Idle sockets: ${number(idle.sockets)} on a gateway process, and on a plain \`ws\` server`,
+    "",
+    `Each socket opens (${idle.opening} handshakes under way at once) and joins no room. The ` +
+      "gateway verifies a distinct HS256 token for each (signed beforehand, offered as a " +
+      "`rollcall.bearer.` subprotocol entry), checks its caps and keeps a session; the plain " +
+      "server (`bench/gatewayProcess.ts --plain`: a bare `WebSocketServer` set up as the " +
+      "gateway's, no compression, no client tracking) accepts and holds. Bytes per socket: the " +
+      "process after a full collection with every socket open, less before, ÷ sockets.",
+    "",
+    table(
+      ["server", "upgrades/s", "RSS B/socket", "heap used", "external", "array buffers", "RSS, MB"],
+      [row("gateway (JWT verified)", idle.gateway), row("plain ws", idle.plain)],
+    ),
+    "",
+    `The gateway's own share: ${number(idle.gateway.perSocket.rss - idle.plain.perSocket.rss)} B ` +
+      "of RSS per idle socket over the plain server's.",
+    "",
+  ];
+}
+
+/** The gateway's figures; the engine's baselines where the run has them (not with --only). */
+export function gatewaySection(r: Pick<Results, "gateway" | "meta"> & Partial<Results>): string {
   const g = r.gateway;
   const s = g.sockets;
-  const memoryRow = r.memory.rows.find((row) => row.roomSize === s.roomSize);
+  const memoryRow = r.memory?.rows.find((row) => row.roomSize === s.roomSize);
   const engine = memoryRow?.cells.find((c) => c.variant === "b");
   const engineFanout = (event: string) =>
-    r.fanout.find((f) => f.event === event && f.variant === "rollcall");
+    r.fanout?.find((f) => f.event === event && f.variant === "rollcall");
   const h = g.heartbeats;
   const bestRun = h.runs.reduce((a, b) => (b.framesPerSec > a.framesPerSec ? b : a));
-  const direct = best(r.heartbeat.throughput, "rollcall");
+  const direct = r.heartbeat ? best(r.heartbeat.throughput, "rollcall") : undefined;
   return [
     "## Gateway",
     "",
@@ -57,6 +87,7 @@ export function gatewaySection(r: Results): string {
       "own HS256 token. Process figures come from the gateway process itself over IPC " +
       "(`process.memoryUsage()` after two full collections, `process.cpuUsage()`).",
     "",
+    ...idleSection(g.idle),
     `### Sockets held by one gateway process: ${number(s.sockets)} sockets, one room of ` +
       `${s.roomSize} each`,
     "",
@@ -164,11 +195,14 @@ export function gatewaySection(r: Results): string {
       ]),
     ),
     "",
-    `Baseline: the engine called directly (heartbeat section, best run: ${describe(direct)}) ` +
-      `sustains ${number(direct.opsPerSec)} heartbeats/s; through one gateway process, ` +
-      `${number(bestRun.callsPerSec)} room heartbeats/s ` +
-      `(${ratio(bestRun.callsPerSec / direct.opsPerSec)}) in ${number(bestRun.framesPerSec)} ` +
-      "frames/s.",
+    direct
+      ? `Baseline: the engine called directly (heartbeat section, best run: ${describe(direct)}) ` +
+        `sustains ${number(direct.opsPerSec)} heartbeats/s; through one gateway process, ` +
+        `${number(bestRun.callsPerSec)} room heartbeats/s ` +
+        `(${ratio(bestRun.callsPerSec / direct.opsPerSec)}) in ${number(bestRun.framesPerSec)} ` +
+        "frames/s."
+      : `Through one gateway process: ${number(bestRun.callsPerSec)} room heartbeats/s in ` +
+        `${number(bestRun.framesPerSec)} frames/s.`,
   ].join("\n");
 }
 

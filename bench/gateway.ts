@@ -4,7 +4,13 @@ import { fileURLToPath } from "node:url";
 import { SignJWT } from "jose";
 import WebSocket, { type RawData } from "ws";
 import { Rollcall, type PresenceEvent, type RollcallOptions } from "../src/index.js";
-import { SUBPROTOCOL, type ClientFrame, type ServerFrame } from "../src/gateway/index.js";
+import {
+  BEARER_PROTOCOL,
+  SUBPROTOCOL,
+  type ClientFrame,
+  type Limits,
+  type ServerFrame,
+} from "../src/gateway/index.js";
 import { forEachInFlight } from "./drive.js";
 import { Inbox } from "./fanout.js";
 import type {
@@ -39,8 +45,18 @@ import {
 const SECRET = "the bench's gateway secret, long enough for HS256";
 /** Every instance of the bench's gateway deployment: nobody expires, a leave is announced at once. */
 const ENGINE: RollcallOptions = { ...STEADY, prefix: "gw" };
-/** Frames are not what is measured here: a socket may send as fast as the gateway answers. */
-const LIMITS = { rateBurst: 1_000_000, ratePerSecond: 1_000_000 };
+/**
+ * Frames are not what is measured here: a socket may send as fast as the gateway answers. The
+ * caps are set here rather than left to the defaults (the process's share of its descriptor limit
+ * among them): every bench socket is a user of its own, and the process holds all of them.
+ */
+const LIMITS: Partial<Limits> = {
+  rateBurst: 1_000_000,
+  ratePerSecond: 1_000_000,
+  maxSockets: 50_000,
+  maxSocketsPerUser: 64,
+  maxSocketsPerAddress: 0,
+};
 /** No pings while measuring (the demo pings every 2 s, the default every 15 s). */
 const PING_MS = 3_600_000;
 const STATE = { status: "online" };
@@ -49,6 +65,9 @@ const PROCESS = fileURLToPath(new URL("./gatewayProcess.ts", import.meta.url));
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 export interface GatewayProfile {
+  /** Idle sockets (no room) held by a gateway process and by a plain ws server, and opened at
+   * once while they are. */
+  idle: { sockets: number; opening: number };
   /** Sockets one process holds, each joined to one room of `roomSize`. */
   sockets: number;
   roomSize: number;
@@ -116,7 +135,25 @@ export interface GatewayHeartbeatRun {
   hostCpu: number;
 }
 
+/** One server holding idle sockets: how fast they came in, and what each costs it. */
+export interface IdleRun {
+  /** Upgrades per second, `opening` at once (the gateway verifies a distinct JWT for each). */
+  upgradesPerSec: number;
+  base: ProcessMemory;
+  opened: ProcessMemory;
+  perSocket: ProcessMemory;
+}
+
+export interface IdleResult {
+  sockets: number;
+  opening: number;
+  gateway: IdleRun;
+  /** A bare ws server set up the same way, measured the same way. */
+  plain: IdleRun;
+}
+
 export interface GatewayResults {
+  idle: IdleResult;
   sockets: SocketsResult;
   fanout: { rooms: number; roomSize: number; samples: number; results: GatewayFanoutResult[] };
   heartbeats: {
@@ -129,7 +166,7 @@ export interface GatewayResults {
 }
 
 export function gatewaySteps(p: Profile): number {
-  return 1 + 3 + 2 + 1 + p.gateway.heartbeat.repeats + 1;
+  return 2 + 1 + 3 + 2 + 1 + p.gateway.heartbeat.repeats + 1;
 }
 
 export async function benchGateway(
@@ -138,6 +175,12 @@ export async function benchGateway(
   progress: Progress,
 ): Promise<GatewayResults> {
   await lab.flush();
+  const idle = {
+    sockets: profile.gateway.idle.sockets,
+    opening: profile.gateway.idle.opening,
+    gateway: await idleSockets(lab, profile.gateway, progress, false),
+    plain: await idleSockets(lab, profile.gateway, progress, true),
+  };
   const [a, b] = await progress.step("gateway: two gateway processes", () =>
     Promise.all([GatewayChild.start(lab.url), GatewayChild.start(lab.url)]),
   );
@@ -146,7 +189,7 @@ export async function benchGateway(
     const fanout = await gatewayFanout(lab, profile.gateway, progress, a, b);
     const heartbeats = await heartbeatFrames(lab, profile.gateway, progress, a);
     for (const child of [a, b]) await child.checkErrors();
-    return { sockets, fanout, heartbeats };
+    return { idle, sockets, fanout, heartbeats };
   } finally {
     await progress.step("gateway: stop", () => Promise.all([a.stop(), b.stop()]));
     await lab.flush();
@@ -170,13 +213,14 @@ class GatewayChild {
     });
   }
 
-  static start(redisUrl: string): Promise<GatewayChild> {
+  static start(redisUrl: string, plain = false): Promise<GatewayChild> {
     const config: GatewayProcessConfig = {
       redisUrl,
       engine: ENGINE,
       secret: SECRET,
       limits: LIMITS,
       pingMs: PING_MS,
+      plain,
     };
     const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", PROCESS], {
       cwd: ROOT,
@@ -265,7 +309,7 @@ class BenchSocket {
 
   /** Opens a socket as `user`; resolves on the gateway's welcome frame. */
   static async open(url: string, user: string): Promise<BenchSocket> {
-    const ws = new WebSocket(`${url}?token=${await token(user)}`, SUBPROTOCOL, {
+    const ws = new WebSocket(url, [SUBPROTOCOL, BEARER_PROTOCOL + (await token(user))], {
       perMessageDeflate: false,
     });
     const socket = new BenchSocket(ws, user);
@@ -326,6 +370,62 @@ async function openAll(url: string, users: readonly string[], inFlight: number) 
     sockets.push(await BenchSocket.open(url, user));
   });
   return sockets;
+}
+
+/**
+ * Idle sockets, no room, on a gateway process (a distinct HS256 token verified for each) or on a
+ * plain ws server set up the same way: upgrades per second with `opening` under way at once (the
+ * tokens signed beforehand), and the process's memory per socket after a full collection.
+ */
+async function idleSockets(
+  lab: Lab,
+  config: GatewayProfile,
+  progress: Progress,
+  plain: boolean,
+): Promise<IdleRun> {
+  const { sockets: count, opening } = config.idle;
+  const what = plain ? "plain ws server" : "gateway";
+  const server = await GatewayChild.start(lab.url, plain);
+  try {
+    return await progress.step(`gateway: ${count} idle sockets on a ${what}`, async () => {
+      const tokens = await Promise.all(
+        Array.from({ length: count + 3 }, (_, i) => token(`idle-${i}`)),
+      );
+      const open = (jwt: string) =>
+        new Promise<WebSocket>((resolve, reject) => {
+          const ws = new WebSocket(server.url, [SUBPROTOCOL, BEARER_PROTOCOL + jwt], {
+            perMessageDeflate: false,
+          });
+          ws.once("open", () => resolve(ws));
+          ws.once("error", reject);
+        });
+      for (const ws of await Promise.all(tokens.slice(count).map(open))) ws.close();
+      await server.drained();
+      const base = memoryOf(await server.stats(true));
+      const sockets: WebSocket[] = [];
+      const started = performance.now();
+      await forEachInFlight(tokens.slice(0, count), opening, async (jwt) => {
+        sockets.push(await open(jwt));
+      });
+      const seconds = (performance.now() - started) / 1000;
+      const held = await server.stats(true);
+      if (held.connections !== count) {
+        throw new Error(`the ${what} held ${held.connections} sockets, not ${count}`);
+      }
+      const opened = memoryOf(held);
+      for (const ws of sockets) ws.close();
+      await server.drained();
+      if (!plain) await server.checkErrors();
+      return {
+        upgradesPerSec: count / seconds,
+        base,
+        opened,
+        perSocket: perSocket(base, opened, count),
+      };
+    });
+  } finally {
+    await server.stop();
+  }
 }
 
 function memoryOf(s: GatewayStats): ProcessMemory {

@@ -2,9 +2,14 @@
 // --expose-gc): a Gateway listening on a free port, on the Redis and with the settings given as
 // JSON in BENCH_GATEWAY, no Sweeper. Over IPC it says where it listens, answers `stats` with its
 // memory and CPU (after a full collection when asked), and closes on `stop` or when the bench
-// goes away.
+// goes away. With `plain`, a bare `ws` server instead, set up as the gateway sets up its own
+// (no compression, the rollcall.v1 subprotocol, no client tracking): the baseline of what a
+// socket costs before the gateway keeps anything for it.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
-import { Gateway, type Limits } from "../src/gateway/index.js";
+import { WebSocketServer } from "ws";
+import { Gateway, SUBPROTOCOL, type Limits } from "../src/gateway/index.js";
 import { Rollcall, type RollcallOptions } from "../src/index.js";
 
 export interface GatewayProcessConfig {
@@ -13,6 +18,7 @@ export interface GatewayProcessConfig {
   secret: string;
   limits: Partial<Limits>;
   pingMs: number;
+  plain?: boolean;
 }
 
 export type ToGateway = { type: "stats"; id: number; gc: boolean } | { type: "stop" };
@@ -40,8 +46,40 @@ function send(message: FromGateway): void {
   process.send?.(message);
 }
 
+/** A bare ws server: sockets accepted and held, nothing else. */
+async function plainServer(): Promise<{
+  port: number;
+  connections: () => number;
+  close: () => Promise<void>;
+}> {
+  const wss = new WebSocketServer({
+    noServer: true,
+    clientTracking: false,
+    perMessageDeflate: false,
+    handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
+  });
+  let open = 0;
+  const server = createServer();
+  server.on("upgrade", (request, socket, head) => {
+    wss.handleUpgrade(request, socket, head, (ws) => {
+      open += 1;
+      ws.on("close", () => (open -= 1));
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    connections: () => open,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const config = JSON.parse(process.env.BENCH_GATEWAY ?? "") as GatewayProcessConfig;
+  if (config.plain) return serve(await plainServer(), () => undefined);
   const redis = new Redis(config.redisUrl);
   const rollcall = new Rollcall(redis, config.engine);
   await rollcall.ready();
@@ -51,13 +89,27 @@ async function main(): Promise<void> {
     pingMs: config.pingMs,
     limits: config.limits,
   });
+  const { port } = await gateway.listen(0);
+  serve(
+    { port, connections: () => gateway.connections, close: () => gateway.close() },
+    () => redis.disconnect(),
+    gateway,
+  );
+}
+
+/** Answers the bench over IPC until it says stop, or goes away. */
+function serve(
+  server: { port: number; connections: () => number; close: () => Promise<void> },
+  closed: () => void,
+  gateway?: Gateway,
+): void {
+  const { port } = server;
   let errors = 0;
   let firstError: string | null = null;
-  gateway.on("error", (error) => {
+  gateway?.on("error", (error) => {
     errors += 1;
     firstError ??= error.message;
   });
-  const { port } = await gateway.listen(0);
 
   const collect = (global as { gc?: () => void }).gc;
   const stats = (gc: boolean): GatewayStats => {
@@ -75,7 +127,7 @@ async function main(): Promise<void> {
       external: m.external,
       arrayBuffers: m.arrayBuffers,
       cpuUs: cpu.user + cpu.system,
-      connections: gateway.connections,
+      connections: server.connections(),
       errors,
       firstError,
     };
@@ -86,11 +138,11 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     setTimeout(() => process.exit(0), 5_000).unref();
-    void gateway
+    void server
       .close()
       .catch(() => undefined)
       .finally(() => {
-        redis.disconnect();
+        closed();
         process.exit(0);
       });
   };

@@ -13,25 +13,31 @@ import { benchLive, liveSteps } from "./live.js";
 import { benchMemory, memorySteps } from "./memory.js";
 import { FULL, SMOKE, type Profile } from "./profile.js";
 import { Progress } from "./progress.js";
-import { markdown, type Meta, type Results } from "./report.js";
+import { gatewayMarkdown, markdown, type Meta, type Results } from "./report.js";
 import { info } from "./stats.js";
 import { benchSweep, sweepSteps } from "./sweep.js";
 import { targets } from "./targets.js";
 
-const USAGE = `Usage: tsx bench/main.ts [--smoke] [--redis-url redis://host:port]
+const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only gateway] [--redis-url redis://host:port]
 
   --smoke      a quick run that only proves the bench works (CI); results go to smoke.*
+  --only       run one section alone: gateway (results go to gateway.* or gateway-smoke.*)
   --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server: the bench
                flushes it and resets its INFO statistics`;
 
 const RESULTS = new URL("./results/", import.meta.url);
 
-function options(): { profile: Profile; redisUrl: string | undefined } {
+function options(): {
+  profile: Profile;
+  redisUrl: string | undefined;
+  only: "gateway" | undefined;
+} {
   let parsed;
   try {
     parsed = parseArgs({
       options: {
         smoke: { type: "boolean", default: false },
+        only: { type: "string" },
         "redis-url": { type: "string" },
         help: { type: "boolean", default: false },
       },
@@ -45,7 +51,15 @@ function options(): { profile: Profile; redisUrl: string | undefined } {
     console.log(USAGE);
     process.exit(0);
   }
-  return { profile: values.smoke ? SMOKE : FULL, redisUrl: values["redis-url"] };
+  if (values.only !== undefined && values.only !== "gateway") {
+    console.error(`--only takes gateway, got ${values.only}\n\n${USAGE}`);
+    process.exit(2);
+  }
+  return {
+    profile: values.smoke ? SMOKE : FULL,
+    redisUrl: values["redis-url"],
+    only: values.only,
+  };
 }
 
 async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Results> {
@@ -72,22 +86,63 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const log = await benchLog(lab, profile, progress);
     const grace = await benchGrace(lab, profile, progress);
     await lab.flush();
-    const meta: Meta = {
-      date: new Date().toISOString(),
-      profile: profile.name,
-      redisVersion: server.get("redis_version") ?? "unknown",
-      redis: embedded ? "embedded" : "external",
-      nodeVersion: process.version,
-      cores: availableParallelism(),
-      cpu: cpus()[0]?.model.trim() ?? "unknown",
-      platform: platform(),
-      seconds: Math.round((performance.now() - started) / 1000),
+    const partial = {
+      meta: meta(profile, server, embedded, started),
+      heartbeat,
+      fanout,
+      gateway,
+      sweep,
+      live,
+      memory,
+      log,
+      grace,
     };
-    const partial = { meta, heartbeat, fanout, gateway, sweep, live, memory, log, grace };
     return { ...partial, targets: targets(partial) };
   } finally {
     progress.stop();
   }
+}
+
+async function runGateway(profile: Profile, lab: Lab, embedded: boolean) {
+  const progress = new Progress(gatewaySteps(profile));
+  const started = performance.now();
+  try {
+    await lab.checkEmpty();
+    const server = await info(lab.admin, "server");
+    const gateway = await benchGateway(lab, profile, progress);
+    await lab.flush();
+    return { meta: meta(profile, server, embedded, started), gateway };
+  } finally {
+    progress.stop();
+  }
+}
+
+function meta(
+  profile: Profile,
+  server: Map<string, string>,
+  embedded: boolean,
+  started: number,
+): Meta {
+  return {
+    date: new Date().toISOString(),
+    profile: profile.name,
+    redisVersion: server.get("redis_version") ?? "unknown",
+    redis: embedded ? "embedded" : "external",
+    nodeVersion: process.version,
+    cores: availableParallelism(),
+    cpu: cpus()[0]?.model.trim() ?? "unknown",
+    platform: platform(),
+    seconds: Math.round((performance.now() - started) / 1000),
+  };
+}
+
+async function saveGateway(results: Pick<Results, "gateway" | "meta">): Promise<string> {
+  const report = gatewayMarkdown(results);
+  const name = results.meta.profile === "full" ? "gateway" : "gateway-smoke";
+  await mkdir(RESULTS, { recursive: true });
+  await writeFile(new URL(`${name}.md`, RESULTS), report);
+  await writeFile(new URL(`${name}.json`, RESULTS), JSON.stringify(results, null, 2) + "\n");
+  return report;
 }
 
 async function save(results: Results): Promise<string> {
@@ -102,7 +157,7 @@ async function save(results: Results): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  const { profile, redisUrl } = options();
+  const { profile, redisUrl, only } = options();
   const embedded: EmbeddedRedis | undefined = redisUrl ? undefined : await startEmbeddedRedis();
   const lab = new Lab(redisUrl ?? embedded!.url);
   // Ctrl-C must not leave a redis-server behind.
@@ -114,8 +169,11 @@ async function main(): Promise<void> {
   process.once("SIGINT", interrupted);
   process.once("SIGTERM", interrupted);
   try {
-    const results = await run(profile, lab, embedded !== undefined);
-    console.log(await save(results));
+    if (only === "gateway") {
+      console.log(await saveGateway(await runGateway(profile, lab, embedded !== undefined)));
+    } else {
+      console.log(await save(await run(profile, lab, embedded !== undefined)));
+    }
   } finally {
     lab.close();
     await embedded?.stop();

@@ -98,6 +98,7 @@ export const FULL: Profile = {
   },
   memory: { users: 20_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 10_000 },
   gateway: {
+    idle: { sockets: 10_000, opening: 100 },
     sockets: 5_000,
     roomSize: 20,
     opening: 100,
@@ -143,6 +144,7 @@ export const SMOKE: Profile = {
   },
   memory: { users: 1_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 1_000 },
   gateway: {
+    idle: { sockets: 300, opening: 50 },
     sockets: 200,
     roomSize: 20,
     opening: 50,

@@ -76,7 +76,7 @@ function hostCell(load: Load, cores: number): string {
   return `${number(load.hostCpu, 2)} of ${cores} (others ${number(others, 2)})`;
 }
 
-export function headline(r: Results): string {
+export function headline(r: Pick<Results, "meta">): string {
   const m = r.meta;
   return (
     `${m.date.slice(0, 10)} · ${m.profile} run · Redis ${m.redisVersion} (${m.redis}) · ` +
@@ -272,6 +272,21 @@ export function targetsTable(r: Results): string {
     ["target", "measured", ""],
     r.targets.map((t) => [t.target, t.measured, t.met ? "met" : "**not met**"]),
   );
+}
+
+/** The report of a run of the gateway section alone (`--only gateway`). */
+export function gatewayMarkdown(r: Pick<Results, "gateway" | "meta">): string {
+  return [
+    "# rollcall benchmarks: the gateway alone",
+    "",
+    headline(r),
+    "",
+    "The gateway section of the bench, run by itself (`tsx bench/main.ts --only gateway`): " +
+      "without the rest of the run, the engine's baselines are left out.",
+    "",
+    gatewaySection(r),
+    "",
+  ].join("\n");
 }
 
 export function markdown(r: Results): string {

@@ -1,6 +1,7 @@
 import { backoff } from "../protocol/backoff.js";
 import type { EventType } from "../protocol/events.js";
 import {
+  BEARER_PROTOCOL,
   parseServerFrame,
   SUBPROTOCOL,
   type ClientFrame,
@@ -12,8 +13,18 @@ import { Emitter } from "./emitter.js";
 import { Room } from "./room.js";
 
 export interface ClientOptions {
-  /** The token sent with each (re)connection, or a function that gets a fresh one each time. */
+  /**
+   * The token sent with each (re)connection, or a function that gets a fresh one each time: then
+   * the client also asks it for one ahead of the token's expiry and refreshes the socket with it.
+   */
   token?: string | (() => string | Promise<string>);
+  /** Ask for a fresh token this long before the socket's expires (at most half its life). Default 30 000. */
+  refreshAheadMs?: number;
+  /**
+   * Send the token as `?token=` in the URL, as gateways before `rollcall.bearer.` did. Default
+   * false: it goes as a subprotocol entry, out of the URL (and of access logs).
+   */
+  tokenInUrl?: boolean;
   /** First and longest pause before reconnecting (doubling, with jitter). Defaults 500 and 15 000 ms. */
   reconnectMs?: { first?: number; max?: number };
   /** At most one `typing` frame per room this often. Default 2 000 ms. */
@@ -34,6 +45,9 @@ export class GatewayError extends Error {
     this.name = "GatewayError";
   }
 }
+
+/** The close code of a socket whose token expired (the gateway's CLOSE.tokenExpired). */
+const TOKEN_EXPIRED = 4001;
 
 interface ClientEvents extends Record<string, unknown[]> {
   status: [status: Status];
@@ -61,6 +75,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
   private refs = 0;
   private failures = 0;
   private timer: ReturnType<typeof setTimeout> | undefined;
+  private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly WebSocketImpl: typeof WebSocket;
 
   constructor(
@@ -98,6 +113,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
   close(): void {
     this.setStatus("closed");
     clearTimeout(this.timer);
+    clearTimeout(this.refreshTimer);
     this.ws?.close(1000);
     for (const room of this.rooms.values()) room.end();
     this.rooms.clear();
@@ -123,40 +139,74 @@ export class RollcallClient extends Emitter<ClientEvents> {
     this.rooms.delete(room);
   }
 
+  private async token(): Promise<string | undefined> {
+    const { token } = this.options;
+    return typeof token === "function" ? await token() : token;
+  }
+
   private async connect(): Promise<void> {
     let url = this.url;
+    const protocols = [SUBPROTOCOL];
     try {
-      const token =
-        typeof this.options.token === "function" ? await this.options.token() : this.options.token;
-      if (token) url += `${url.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}`;
+      const token = await this.token();
+      if (token && this.options.tokenInUrl) {
+        url += `${url.includes("?") ? "&" : "?"}token=${encodeURIComponent(token)}`;
+      } else if (token) protocols.push(BEARER_PROTOCOL + token);
     } catch (error) {
       this.emit("error", new GatewayError("CLOSED", `no token: ${String(error)}`));
       return this.retry();
     }
     if (this.currentStatus === "closed") return;
-    const ws = new this.WebSocketImpl(url, [SUBPROTOCOL]);
+    const ws = new this.WebSocketImpl(url, protocols);
     this.ws = ws;
     ws.onmessage = (message: MessageEvent) => this.receive(String(message.data));
     // Node's `ws` throws an 'error' nobody listens to; the close that follows retries.
     ws.onerror = () => undefined;
-    ws.onclose = () => {
+    ws.onclose = (event: { code: number }) => {
       if (this.ws !== ws) return;
       this.ws = null;
+      clearTimeout(this.refreshTimer);
       this.settleAll(new GatewayError("CLOSED", "the connection closed"));
       for (const room of this.rooms.values()) room.lost();
-      if (this.currentStatus !== "closed") this.retry();
+      // The token expired: a fresh one gets in at once, no backoff.
+      if (event.code === TOKEN_EXPIRED && this.currentStatus === "open") this.retry(0);
+      else if (this.currentStatus !== "closed") this.retry();
     };
   }
 
-  private retry(): void {
+  private retry(delayMs?: number): void {
     if (this.currentStatus === "closed") return;
     this.setStatus("reconnecting");
     this.failures += 1;
     const { first = 500, max = 15_000 } = this.options.reconnectMs ?? {};
     this.timer = setTimeout(
       () => void this.connect(),
-      backoff(this.failures, { firstMs: first, maxMs: max, jitter: true }),
+      delayMs ?? backoff(this.failures, { firstMs: first, maxMs: max, jitter: true }),
     );
+  }
+
+  /** Asks the token function for a fresh token ahead of `expiresAt`, and refreshes with it. */
+  private scheduleRefresh(expiresAt: number | null): void {
+    clearTimeout(this.refreshTimer);
+    if (expiresAt === null || typeof this.options.token !== "function") return;
+    const left = expiresAt - Date.now();
+    const ahead = Math.min(this.options.refreshAheadMs ?? 30_000, left / 2);
+    this.refreshTimer = setTimeout(() => void this.refresh(), Math.max(0, left - ahead));
+  }
+
+  private async refresh(): Promise<void> {
+    try {
+      const token = await this.token();
+      if (!token) return;
+      await this.send({ type: "refresh", token }, true);
+    } catch (error) {
+      // The socket will close with 4001 at the expiry, and reconnect at once with a fresh token.
+      if (error instanceof GatewayError && error.code === "CLOSED") return;
+      this.emit(
+        "error",
+        error instanceof GatewayError ? error : new GatewayError("INVALID_TOKEN", String(error)),
+      );
+    }
   }
 
   private receive(text: string): void {
@@ -172,7 +222,12 @@ export class RollcallClient extends Emitter<ClientEvents> {
         this.user = frame.user;
         this.failures = 0;
         this.setStatus("open");
+        this.scheduleRefresh(frame.expiresAt);
         for (const room of this.rooms.values()) room.rejoin();
+        return;
+      case "refreshed":
+        if (frame.ref) this.settle(frame.ref);
+        this.scheduleRefresh(frame.expiresAt);
         return;
       case "snapshot":
         this.rooms.get(frame.room)?.install(frame.roster);
@@ -187,7 +242,9 @@ export class RollcallClient extends Emitter<ClientEvents> {
       case "error": {
         const error = new GatewayError(frame.code, frame.message);
         if (frame.ref && this.pending.has(frame.ref)) this.settle(frame.ref, error);
-        else this.emit("error", error);
+        else if (frame.room !== undefined && this.rooms.has(frame.room)) {
+          this.rooms.get(frame.room)!.refused(error); // left after a refresh
+        } else this.emit("error", error);
       }
     }
   }

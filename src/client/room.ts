@@ -1,3 +1,4 @@
+import { ResyncPacer } from "../protocol/backoff.js";
 import type { EventType, PresenceEvent } from "../protocol/events.js";
 import {
   Replica,
@@ -26,6 +27,9 @@ export class Room extends Emitter<RoomEvents> {
   /** Settles with the first snapshot, or fails if the gateway refuses the room. */
   readonly ready: Promise<void>;
   private readonly replica: Replica;
+  /** Resyncs that keep coming (messages that do not fit) are spaced out, never a loop. */
+  private readonly pacer = new ResyncPacer();
+  private resyncTimer: ReturnType<typeof setTimeout> | undefined;
   private typingSentAt = -Infinity;
   private resolveReady!: () => void;
   private rejectReady!: (error: GatewayError) => void;
@@ -84,7 +88,8 @@ export class Room extends Emitter<RoomEvents> {
 
   /** (Re)joins on the socket: the gateway answers with a snapshot. */
   rejoin(): void {
-    this.replica.hold();
+    // Events that came before this frame was sent are older than the snapshot it brings.
+    this.replica.requestSnapshot();
     const frame = {
       type: "join" as const,
       room: this.room,
@@ -92,12 +97,16 @@ export class Room extends Emitter<RoomEvents> {
       ...(this.types ? { types: this.types } : {}),
     };
     this.client.send(frame, true).catch((error: GatewayError) => {
-      if (error.code === "CLOSED") return; // the reconnect rejoins
-      this.end();
-      this.client.forget(this.room);
-      this.rejectReady(error);
-      this.emit("error", error);
+      if (error.code !== "CLOSED") this.refused(error); // CLOSED: the reconnect rejoins
     });
+  }
+
+  /** The gateway refused the room, or left it after a refresh: it is left here too. */
+  refused(error: GatewayError): void {
+    this.end();
+    this.client.forget(this.room);
+    this.rejectReady(error);
+    this.emit("error", error);
   }
 
   install(snapshot: Snapshot): void {
@@ -106,14 +115,23 @@ export class Room extends Emitter<RoomEvents> {
     this.tell(outcome.changes);
     this.emit("sync");
     this.resolveReady();
-    if (outcome.resync) this.rejoin();
+    if (outcome.resync) this.resync();
   }
 
   receive(event: PresenceEvent): void {
     if (this.left) return;
     const outcome = this.replica.receive(event);
     this.tell(outcome.changes);
-    if (outcome.resync) this.rejoin();
+    if (outcome.resync) this.resync();
+  }
+
+  /** A gap or a conflict: a rejoin brings a snapshot, at once unless resyncs keep coming. */
+  private resync(): void {
+    if (this.resyncTimer !== undefined) return;
+    this.resyncTimer = setTimeout(() => {
+      this.resyncTimer = undefined;
+      if (!this.left) this.rejoin();
+    }, this.pacer.delay(Date.now()));
   }
 
   /** The socket dropped: events are being missed until the reconnect's snapshot. */
@@ -123,6 +141,7 @@ export class Room extends Emitter<RoomEvents> {
 
   end(): void {
     this.left = true;
+    clearTimeout(this.resyncTimer);
   }
 
   private tell(changes: readonly RosterChange[]): void {

@@ -20,6 +20,12 @@ import { engineOptions, windowsFrom } from "./instances.js";
 /** The demo's signing secret: anyone may mint a token here, which is the point of a demo. */
 export const DEMO_SECRET = "rollcall demo secret, not for production use";
 const TOKEN_LIFETIME = "5m";
+/**
+ * Pages of this machine's demo instances, whichever port: a page served by one instance may open
+ * its socket on the other. (A page of its own origin always may; a real deployment lists its
+ * sites, never a pattern this wide.)
+ */
+const DEMO_ORIGINS = /^http:\/\/(?:127\.0\.0\.1|localhost):\d{1,5}$/;
 
 const PAGE = fileURLToPath(new URL("./page/", import.meta.url));
 const DIST = fileURLToPath(new URL("../../dist/", import.meta.url));
@@ -124,6 +130,7 @@ async function main(): Promise<void> {
     sweeper: { intervalMs: windows.sweepMs },
     heartbeatMs: windows.heartbeatMs,
     pingMs: windows.pingMs,
+    origins: (origin) => DEMO_ORIGINS.test(origin),
   });
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {

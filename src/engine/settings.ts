@@ -1,5 +1,5 @@
 import type { MeterLike } from "./metrics.js";
-import { integer, invalidOption, knownKeys } from "../protocol/options.js";
+import { describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 
 export interface RollcallOptions {
   /** Namespace of every key and channel: 1 to 64 letters, digits and `_ . : -`. Default `rollcall`. */
@@ -68,7 +68,11 @@ const DAY = 86_400_000;
 export function resolveSettings(options?: RollcallOptions): Settings {
   const o = { ...DEFAULTS, ...knownKeys(options, [...Object.keys(DEFAULTS), "meter"]) };
   if (typeof o.prefix !== "string" || !PREFIX.test(o.prefix)) {
-    invalidOption(`prefix must match ${String(PREFIX)}, got ${JSON.stringify(o.prefix)}`);
+    invalidOption(`prefix must match ${String(PREFIX)}, got ${describe(o.prefix)}`);
+  }
+  const meter = options?.meter as Partial<MeterLike> | null | undefined;
+  if (meter !== undefined && typeof meter?.createCounter !== "function") {
+    invalidOption(`meter must be an OpenTelemetry Meter, got ${describe(meter)}`);
   }
   const settings: Settings = {
     prefix: o.prefix,

@@ -4,27 +4,45 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
-import { checkId } from "../protocol/ids.js";
-import type { EventType, PresenceEvent } from "../protocol/events.js";
 import { FrameError, SUBPROTOCOL } from "../protocol/frames.js";
-import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
-import type { MemberState } from "../protocol/state.js";
+import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
-import { Subscriber, type Subscription } from "../runtime/subscriber.js";
+import { Subscriber } from "../runtime/subscriber.js";
 import { Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import {
   AuthError,
-  jwtAuthenticator,
-  roomAllowed,
+  bearerToken,
+  refreshRequest,
   type Authenticate,
   type Identity,
   type JwtOptions,
 } from "./auth.js";
-import { RoomFeed } from "./feed.js";
-import { HeartbeatWheel } from "./heartbeats.js";
+import { Expiries } from "./expiries.js";
+import { checkJwtOptions, jwtVerifier, type Verify } from "./jwt.js";
 import { checkLimits, type Limits } from "./limits.js";
-import { CLOSE, Session, type Beat } from "./session.js";
+import { Rooms } from "./rooms.js";
+import { CLOSE, Session, type SessionHost } from "./session.js";
+import {
+  Admission,
+  answer,
+  checkIdentity,
+  ignore,
+  type Admitted,
+  type Origins,
+} from "./upgrade.js";
 
+const SESSION = Symbol("session");
+type Tagged = WebSocket & { [SESSION]: Session };
+
+function onPong(this: WebSocket): void {
+  (this as Tagged)[SESSION].alive = true;
+}
+function onMessage(this: WebSocket, data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
+  (this as Tagged)[SESSION].receive(data, isBinary);
+}
+function onClose(this: WebSocket): void {
+  (this as Tagged)[SESSION].ended();
+}
 export interface GatewayOptions {
   /** Verify JWTs (HS256 secret or local JWKS): the user is `sub`, the rooms the `rooms` claim. */
   jwt?: JwtOptions;
@@ -37,6 +55,19 @@ export interface GatewayOptions {
   capacity?: number | ((room: string) => number | undefined);
   /** The URL path of the WebSocket endpoint. Default `/presence`. */
   path?: string;
+  /**
+   * Pages of other origins allowed to open sockets: a list (`["https://app.example.com"]`), or a
+   * function of the Origin header. A request without Origin (not a browser) and a same-origin one
+   * (the Origin's host and port are the Host's) always pass. Default: none (403).
+   */
+  origins?: Origins;
+  /**
+   * Proxies whose X-Forwarded-For names the client, by IP address: only for the per-address cap.
+   * Default none: the client is the peer of the TCP connection.
+   */
+  trustedProxies?: readonly string[];
+  /** How long `authenticate` (or a refresh) may take before the upgrade gets 503. Default 5 000. */
+  authTimeoutMs?: number;
   /** The process's Subscriber; by default the gateway makes its own. */
   subscriber?: Subscriber;
   /** Runs a Sweeper while open (true, or its options); false if the process runs its own. Default true. */
@@ -53,32 +84,31 @@ interface GatewayEvents {
   error: [error: Error];
 }
 
-interface Room {
-  readonly feed: RoomFeed<Session>;
-  readonly subscription: Promise<Subscription>;
-}
-
 /**
- * Presence over WebSocket (`ws`): authenticates each upgrade, keeps every socket's rooms alive
- * with batched heartbeats, relays the rooms' events and snapshots, and leaves every room of a
- * socket when it closes, cleanly or not. Attach it to your own http.Server, or let it listen.
+ * Presence over WebSocket (`ws`): admits each upgrade (src/gateway/upgrade.ts), keeps every
+ * socket's rooms alive and fed (rooms.ts), closes a socket when its token expires unless it was
+ * refreshed, and leaves every room of a socket when it closes, cleanly or not. Attach it to your
+ * own http.Server, or let it listen.
  */
 export class Gateway extends EventEmitter<GatewayEvents> {
   readonly limits: Limits;
   readonly heartbeatMs: number;
   readonly path: string;
-  private readonly authenticate: Authenticate;
-  private readonly authorize: GatewayOptions["authorize"];
-  private readonly capacity: (room: string) => number | undefined;
+  private readonly identify: (request: IncomingMessage) => Promise<Identity | null>;
+  private readonly verify: Promise<Verify> | undefined;
+  private readonly admission: Admission;
+  private readonly rooms: Rooms;
+  private readonly expiries = new Expiries<Session>((session) => session.expire());
+  private readonly host: SessionHost;
+  private readonly keepClaims: boolean;
   private readonly wss: WebSocketServer;
-  private readonly sessions = new Set<Session>();
-  private readonly rooms = new Map<string, Room>();
-  private readonly wheel: HeartbeatWheel<Beat>;
+  private readonly sessions = new Map<Session, Admitted>();
   private readonly subscriber: Subscriber;
   private readonly ownsSubscriber: boolean;
   private readonly sweeper: Sweeper | undefined;
   private readonly pinger: NodeJS.Timeout;
   private readonly closing = new Set<Promise<void>>();
+  private readonly authTimeoutMs: number;
   private server: Server | undefined;
   private isClosed = false;
 
@@ -93,6 +123,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       "authorize",
       "capacity",
       "path",
+      "origins",
+      "trustedProxies",
+      "authTimeoutMs",
       "subscriber",
       "sweeper",
       "heartbeatMs",
@@ -102,20 +135,32 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if ((o.jwt === undefined) === (o.authenticate === undefined)) {
       invalidOption("a gateway needs exactly one of jwt and authenticate");
     }
-    this.authenticate = o.jwt
-      ? jwtAuthenticator(o.jwt)
-      : callback<Authenticate>("authenticate", o.authenticate)!;
-    this.authorize = callback("authorize", o.authorize);
+    let expiryLeewayMs = 0;
+    if (o.jwt !== undefined) {
+      const jwt = checkJwtOptions(o.jwt);
+      expiryLeewayMs = jwt.clockToleranceMs;
+      // jose is loaded only here, when JWTs are what the gateway verifies.
+      this.verify = jwtVerifier(jwt);
+      this.verify.catch((error: unknown) => this.report(error));
+      this.identify = async (request) => {
+        const token = bearerToken(request);
+        if (!token) throw new AuthError(401, "no-token", "no token");
+        return (await this.verify!)(token);
+      };
+    } else {
+      const hook = callback<Authenticate>("authenticate", o.authenticate)!;
+      this.identify = async (request) => hook(request);
+    }
+    const authorize = callback<GatewayOptions["authorize"]>("authorize", o.authorize);
+    this.keepClaims = authorize !== undefined;
     const capacity =
       typeof o.capacity === "number"
         ? integer("capacity", o.capacity, 1, 1_000_000_000)
-        : o.capacity;
-    this.capacity =
-      typeof capacity === "number" || capacity === undefined
-        ? () => capacity
-        : callback<(room: string) => number | undefined>("capacity", capacity)!;
+        : callback<(room: string) => number | undefined>("capacity", o.capacity);
     this.path = o.path ?? "/presence";
-    if (!this.path.startsWith("/")) invalidOption("path must start with /");
+    if (typeof this.path !== "string" || !this.path.startsWith("/")) {
+      invalidOption(`path must start with /, got ${describe(this.path)}`);
+    }
     this.limits = checkLimits(o.limits);
     const window = rollcall.settings.presenceWindowMs;
     this.heartbeatMs = integer(
@@ -125,10 +170,44 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       window - 1,
     );
     const pingMs = integer("pingMs", o.pingMs ?? 15_000, 100, 3_600_000);
+    this.authTimeoutMs = integer("authTimeoutMs", o.authTimeoutMs ?? 5_000, 10, 600_000);
+    this.admission = new Admission(
+      {
+        metrics: rollcall.metrics,
+        sockets: () => this.sessions.size,
+        closed: () => this.isClosed,
+        authenticate: (request) => this.identify(request),
+        report: (error) => this.report(error),
+      },
+      {
+        limits: this.limits,
+        origins: o.origins,
+        trustedProxies: o.trustedProxies ?? [],
+        authTimeoutMs: this.authTimeoutMs,
+      },
+    );
 
     this.ownsSubscriber = o.subscriber === undefined;
     this.subscriber = o.subscriber ?? new Subscriber(rollcall);
     if (this.ownsSubscriber) this.subscriber.on("error", (error) => this.report(error));
+    this.rooms = new Rooms(rollcall, this.subscriber, {
+      authorize,
+      capacity: typeof capacity === "function" ? capacity : () => capacity,
+      maxRoomsPerSocket: this.limits.maxRoomsPerSocket,
+      heartbeatMs: this.heartbeatMs,
+      report: (error) => this.report(error),
+    });
+    this.host = {
+      rollcall,
+      limits: this.limits,
+      rooms: this.rooms,
+      expiryLeewayMs,
+      expiries: this.expiries,
+      ended: (session) => void this.end(session),
+      reauthenticate: async (token, current) =>
+        this.kept(await this.reauthenticate(token, current)),
+      report: (error) => this.report(error),
+    };
     if (o.sweeper !== false) {
       this.sweeper = new Sweeper(
         rollcall,
@@ -139,14 +218,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     }
     this.wss = new WebSocketServer({
       noServer: true,
+      clientTracking: false,
       maxPayload: this.limits.maxFrameBytes,
       perMessageDeflate: false,
+      // The version, never the token entry a browser offers beside it.
       handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
     });
-    this.wheel = new HeartbeatWheel(this.heartbeatMs, ({ session, room }) => {
-      this.beat(session, room).catch((error: unknown) => this.report(error));
-    });
-    this.wheel.start();
     this.pinger = setInterval(() => this.ping(), pingMs);
     this.pinger.unref();
   }
@@ -156,23 +233,42 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return this.sessions.size;
   }
 
-  /** Handles WebSocket upgrades to `path` on your server; other upgrades are left alone. */
+  /** Upgrades being admitted now: counted with the open sockets against `maxSockets`. */
+  get handshakes(): number {
+    return this.admission.handshakes;
+  }
+
+  /**
+   * Handles WebSocket upgrades to `path` on your server. Another path is left to the server's
+   * other `upgrade` listeners; with none, it is answered 404 and its socket destroyed (a socket
+   * nobody answers would stay open for good).
+   */
   attach(server: Server): this {
-    server.on("upgrade", (request: IncomingMessage, socket: Duplex, head: Buffer) => {
+    const listener = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
       if (new URL(request.url ?? "/", "http://localhost").pathname === this.path) {
         void this.handleUpgrade(request, socket, head);
+      } else if (server.listenerCount("upgrade") === 1) {
+        socket.on("error", ignore);
+        this.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: "not-found" });
+        answer(socket, 404, "not-found: no WebSocket endpoint here");
       }
-    });
+    };
+    server.on("upgrade", listener);
     return this;
   }
 
   /** Listens on a port of its own (0: any free one); plain HTTP requests get 426. */
   async listen(port = 0, host = "127.0.0.1"): Promise<AddressInfo> {
-    const server = createServer((_request, response) => {
-      response.writeHead(426, { "Content-Type": "text/plain" }).end("WebSocket only\n");
-    });
+    // A client that never finishes its request headers (slowloris) is dropped after 10 s.
+    const server = createServer(
+      { headersTimeout: 10_000, requestTimeout: 15_000, connectionsCheckingInterval: 1_000 },
+      (_request, response) => {
+        response.writeHead(426, { "Content-Type": "text/plain" }).end("WebSocket only\n");
+      },
+    );
     this.attach(server);
     this.server = server;
+    if (this.verify) await this.verify;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
       server.listen(port, host, () => resolve());
@@ -180,37 +276,33 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return server.address() as AddressInfo;
   }
 
-  /** Authenticates an upgrade and opens the socket, or answers 401/403 before it opens. */
+  /** Admits an upgrade and opens the socket, or answers it with an HTTP status and drops it. */
   async handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    socket.on("error", () => undefined); // a client gone mid-handshake is no error of ours
-    let identity: Identity | null;
+    const admitted = await this.admission.admit(request, socket);
+    if (!admitted) return;
+    let opened = false;
     try {
-      identity = await this.authenticate(request);
-      if (identity === null) throw new AuthError(401, "refused", "refused");
-      checkId("user", identity.user);
-    } catch (error) {
-      if (!(error instanceof AuthError)) this.report(error);
-      const refusal =
-        error instanceof AuthError ? error : new AuthError(401, "refused", "authentication failed");
-      this.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: refusal.reason });
-      refuse(socket, refusal);
-      return;
+      this.wss.handleUpgrade(request, socket, head, (ws) => {
+        opened = true;
+        this.open(ws, admitted);
+      });
+    } finally {
+      this.admission.opened();
+      // ws answered 400 itself (a bad key or version): the socket never opened.
+      if (!opened) this.admission.release(admitted);
     }
-    if (this.isClosed) return refuse(socket, new AuthError(403, "refused", "closing"), 503);
-    this.wss.handleUpgrade(request, socket, head, (ws) => this.open(ws, identity));
   }
 
   /** Closes every socket (each leaves its rooms), then what the gateway started. */
   async close(): Promise<void> {
     if (this.isClosed) return;
     this.isClosed = true;
-    this.wheel.stop();
     clearInterval(this.pinger);
-    for (const session of this.sessions) session.ws.close(CLOSE.goingAway, "server closing");
-    await Promise.all([...this.sessions].map((s) => this.end(s)));
+    this.expiries.stop();
+    for (const session of this.sessions.keys()) session.ws.close(CLOSE.goingAway, "server closing");
+    await Promise.all([...this.sessions.keys()].map((s) => this.end(s)));
     await Promise.all(this.closing);
-    await Promise.all([...this.rooms.values()].map(async (r) => (await r.subscription).close()));
-    this.rooms.clear();
+    await this.rooms.close();
     if (this.ownsSubscriber) this.subscriber.close();
     await this.sweeper?.stop();
     this.wss.close();
@@ -223,76 +315,40 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     reportError(this, error);
   }
 
-  /** A socket joins a room, or rejoins it: heartbeat (join), then a snapshot for its replica. */
-  async join(
-    session: Session,
-    room: string,
-    state: MemberState | undefined,
-    types: EventType[] | undefined,
-    ref: string | undefined,
-  ): Promise<void> {
-    checkId("room", room);
-    const isNew = !session.rooms.has(room);
-    if (isNew && session.rooms.size >= this.limits.maxRoomsPerSocket) {
-      throw new FrameError("TOO_MANY_ROOMS", `at most ${this.limits.maxRoomsPerSocket} rooms`, ref);
-    }
-    if (isNew && !(await this.allowed(session.identity, room))) {
-      throw new FrameError("FORBIDDEN", `not allowed in room ${room}`, ref);
-    }
-    const entry = this.roomOf(room);
-    entry.feed.deliveries.set(session, {
-      types: types ? new Set(types) : null,
-      last: null,
-      broken: false,
-    });
-    try {
-      await entry.subscription;
-      const capacity = this.capacity(room);
-      const beat = await this.rollcall.heartbeat(room, session.user, session.connection, {
-        state,
-        ...(capacity === undefined ? {} : { capacity }),
-      });
-      if (beat.full) throw new FrameError("ROOM_FULL", `room ${room} is full`, ref);
-    } catch (error) {
-      if (isNew) this.drop(session, room);
-      throw error;
-    }
-    if (isNew) {
-      const beat = { session, room };
-      session.rooms.set(room, beat);
-      this.wheel.add(beat);
-    }
-    await this.snapshot(session, room, ref);
+  /**
+   * What a socket keeps of its identity: the claims only for an `authorize` hook, the only one
+   * that reads them (an idle socket should cost little).
+   */
+  private kept(identity: Identity): Identity {
+    if (this.keepClaims || identity.claims === undefined) return identity;
+    return { user: identity.user, rooms: identity.rooms, expiresAt: identity.expiresAt };
   }
 
-  /** A socket leaves a room: it stops hearing it, and its connection is removed from it. */
-  async leave(session: Session, room: string): Promise<void> {
-    if (!this.drop(session, room)) return;
-    await this.rollcall.leave(room, session.user, session.connection);
-  }
-
-  beat(session: Session, room: string): Promise<unknown> {
-    return this.rollcall.heartbeat(room, session.user, session.connection);
-  }
-
-  private open(ws: WebSocket, identity: Identity): void {
-    const session = new Session(this, ws, identity);
-    this.sessions.add(session);
+  private open(ws: WebSocket, admitted: Admitted): void {
+    const identity = this.kept(admitted.identity);
+    const session = new Session(this.host, ws, identity, admitted.rate);
+    this.sessions.set(session, admitted);
     this.rollcall.metrics.add("rollcall.gateway.sockets", 1, {}, true);
-    ws.on("pong", () => (session.alive = true));
-    ws.on("message", (data, isBinary) => session.receive(data, isBinary));
-    ws.on("error", () => undefined); // a broken socket closes next; 'close' does the rest
-    ws.on("close", () => void this.end(session));
+    // Listeners shared by every socket, each finding its session on the socket: no closures.
+    (ws as Tagged)[SESSION] = session;
+    ws.on("pong", onPong);
+    ws.on("message", onMessage);
+    ws.on("error", ignore); // a broken socket closes next; 'close' does the rest
+    ws.on("close", onClose);
     session.send({
       type: "welcome",
       user: identity.user,
       connection: session.connection,
       heartbeatMs: this.heartbeatMs,
+      expiresAt: identity.expiresAt ?? null,
     });
   }
 
   private end(session: Session): Promise<void> {
-    if (!this.sessions.delete(session)) return Promise.resolve();
+    const admitted = this.sessions.get(session);
+    if (!admitted) return Promise.resolve();
+    this.sessions.delete(session);
+    this.admission.release(admitted);
     this.rollcall.metrics.add("rollcall.gateway.sockets", -1, {}, true);
     const ended = session
       .close()
@@ -302,75 +358,34 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     return ended;
   }
 
-  private async snapshot(session: Session, room: string, ref?: string): Promise<void> {
-    const roster = await this.rollcall.roster(room);
-    const members = roster.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state }));
-    const { epoch, seq, count, typing, log } = roster;
-    session.send({
-      type: "snapshot",
-      room,
-      roster: { room, epoch, seq, count, members, typing },
-      ...(ref === undefined ? {} : { ref }),
+  /** A refresh frame's token, through the JWT verifier or the `authenticate` hook. */
+  private async reauthenticate(token: string, current: Identity): Promise<Identity> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(
+        () => reject(new AuthError(401, "refused", "the refresh took too long")),
+        this.authTimeoutMs,
+      );
     });
-    this.rooms.get(room)?.feed.restart(session, epoch, seq, log);
-  }
-
-  private roomOf(room: string): Room {
-    let entry = this.rooms.get(room);
-    if (!entry) {
-      const feed = new RoomFeed<Session>();
-      const send = (to: Session, event: PresenceEvent) => to.send({ type: "event", event });
-      const subscription = this.subscriber.subscribe(room, (event) => feed.receive(event, send), {
-        // Events were lost while the connection was down: the log has them, when it is on;
-        // otherwise every socket here gets a new snapshot.
-        onResubscribed: () => {
-          this.catchUp(room, feed, send).catch((error: unknown) => this.report(error));
-        },
-      });
-      // A failed subscription fails the join that waits for it; the next join tries again.
-      subscription.catch(() => this.rooms.get(room) === entry && this.rooms.delete(room));
-      entry = { feed, subscription };
-      this.rooms.set(room, entry);
+    try {
+      const checked = this.verify
+        ? (await this.verify)(token)
+        : this.identify(refreshRequest(token, current, this.path));
+      checked.catch(() => undefined); // past the deadline nobody waits for it
+      const identity = await Promise.race([checked, late]);
+      if (identity === null) throw new AuthError(401, "refused", "refused");
+      return checkIdentity(identity);
+    } catch (error) {
+      if (!(error instanceof AuthError)) this.report(error);
+      const reason = error instanceof AuthError ? `${error.reason}: ${error.message}` : "refused";
+      throw new FrameError("INVALID_TOKEN", `the refresh was refused (${reason})`);
+    } finally {
+      clearTimeout(timer);
     }
-    return entry;
-  }
-
-  private async catchUp(
-    room: string,
-    feed: RoomFeed<Session>,
-    send: (to: Session, event: PresenceEvent) => void,
-  ): Promise<void> {
-    const after = feed.log;
-    if (this.rollcall.settings.logLength > 0 && after !== undefined) {
-      // A gap the log no longer fills reaches the clients as one, and they resync.
-      for (const event of await this.rollcall.readLog(room, after)) feed.receive(event, send);
-      return;
-    }
-    await Promise.all([...feed.deliveries.keys()].map((session) => this.snapshot(session, room)));
-  }
-
-  /** Forgets a socket's room; the room's subscription goes with its last socket. */
-  private drop(session: Session, room: string): boolean {
-    const beat = session.rooms.get(room);
-    if (beat) this.wheel.remove(beat);
-    session.rooms.delete(room);
-    const entry = this.rooms.get(room);
-    entry?.feed.deliveries.delete(session);
-    if (entry && entry.feed.deliveries.size === 0) {
-      this.rooms.delete(room);
-      entry.subscription.then((s) => s.close()).catch(() => undefined);
-    }
-    return beat !== undefined;
-  }
-
-  private async allowed(identity: Identity, room: string): Promise<boolean> {
-    if (identity.rooms !== null && !roomAllowed(identity.rooms, room)) return false;
-    if (this.authorize) return await this.authorize(identity, room);
-    return identity.rooms !== null;
   }
 
   private ping(): void {
-    for (const session of this.sessions) {
+    for (const session of this.sessions.keys()) {
       if (!session.alive) {
         session.ws.terminate();
         continue;
@@ -379,19 +394,4 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       session.ws.ping();
     }
   }
-}
-
-/** Answers a refused upgrade with an HTTP status before any WebSocket exists. */
-function refuse(socket: Duplex, error: AuthError, status: number = error.status): void {
-  const text =
-    status === 401 ? "Unauthorized" : status === 403 ? "Forbidden" : "Service Unavailable";
-  const body = `${error.reason}: ${error.message}\n`;
-  const challenge =
-    status === 401
-      ? `WWW-Authenticate: Bearer error="invalid_token", error_description="${error.reason}"\r\n`
-      : "";
-  socket.end(
-    `HTTP/1.1 ${status} ${text}\r\n${challenge}Content-Type: text/plain\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
-  );
 }

@@ -8,18 +8,39 @@ import {
   type FrameErrorCode,
   type ServerFrame,
 } from "../protocol/frames.js";
+import type { Rollcall } from "../engine/rollcall.js";
 import type { Identity } from "./auth.js";
-import type { Gateway } from "./gateway.js";
-import { RateLimit } from "./limits.js";
+import type { Expiries } from "./expiries.js";
+import type { Limits, RateLimit } from "./limits.js";
+import type { Rooms } from "./rooms.js";
 
-/** Close codes the gateway uses (RFC 6455 §7.4.1). */
+/** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
 export const CLOSE = {
   goingAway: 1001,
   policy: 1008,
   tooBig: 1009,
   internal: 1011,
   tryLater: 1013,
+  /** The token expired and no refresh came first: reconnect with a fresh one. */
+  tokenExpired: 4001,
+  /** A refresh named another user than the socket's. */
+  identityChanged: 4003,
 } as const;
+
+/** What a session needs of its gateway: a narrow view, not the gateway itself. */
+export interface SessionHost {
+  readonly rollcall: Rollcall;
+  readonly limits: Limits;
+  readonly rooms: Rooms;
+  /** Leeway past an identity's expiry before its socket closes. */
+  readonly expiryLeewayMs: number;
+  readonly expiries: Expiries<Session>;
+  /** The socket closed: the gateway forgets it (the session then leaves its rooms). */
+  ended(session: Session): void;
+  /** The identity a refresh token establishes, or a FrameError (INVALID_TOKEN). */
+  reauthenticate(token: string, current: Identity): Promise<Identity>;
+  report(error: unknown): void;
+}
 
 /** One (socket, room) pair, as the heartbeat wheel holds it. */
 export interface Beat {
@@ -34,21 +55,33 @@ export interface Beat {
 export class Session {
   /** The socket's connection id in every room it joins. */
   readonly connection = randomUUID();
-  readonly rooms = new Map<string, Beat>();
+  private joined: Map<string, Beat> | undefined;
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
   alive = true;
-  private readonly rate: RateLimit;
   private strikes = 0;
-  private queue: Promise<void> = Promise.resolve();
+  /** The frames being handled, in order (none yet: an idle socket keeps no promise). */
+  private queue: Promise<void> | undefined;
   private closed = false;
+  /** Where the socket's expiry is filed. */
+  private expiry: number | undefined;
 
   constructor(
-    private readonly gateway: Gateway,
+    private readonly host: SessionHost,
     readonly ws: WebSocket,
-    readonly identity: Identity,
+    private current: Identity,
+    /** The user's frame budget, shared by all their sockets. */
+    private readonly rate: RateLimit,
   ) {
-    const { rateBurst, ratePerSecond } = gateway.limits;
-    this.rate = new RateLimit(rateBurst, ratePerSecond);
+    this.armExpiry();
+  }
+
+  /** The rooms the socket is in (made at the first join: an idle socket should cost little). */
+  get rooms(): Map<string, Beat> {
+    return (this.joined ??= new Map());
+  }
+
+  get identity(): Identity {
+    return this.current;
   }
 
   get user(): string {
@@ -58,7 +91,7 @@ export class Session {
   send(frame: ServerFrame): void {
     if (this.closed) return;
     // A reader this far behind is a slow consumer: its queue would only grow.
-    if (this.ws.bufferedAmount > this.gateway.limits.maxBufferedBytes) {
+    if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) {
       this.ws.close(CLOSE.tryLater, "slow consumer");
       return;
     }
@@ -80,13 +113,13 @@ export class Session {
       // A flood gets one error, then the socket is closed if it goes on.
       this.strikes += 1;
       if (this.strikes === 1) this.fail("RATE_LIMITED", "too many frames", frame?.ref);
-      if (this.strikes > this.gateway.limits.rateBurst) this.ws.close(CLOSE.policy, "rate limit");
+      if (this.strikes > this.host.limits.rateBurst) this.ws.close(CLOSE.policy, "rate limit");
       return;
     }
     this.strikes = 0;
-    this.gateway.rollcall.metrics.add("rollcall.gateway.frames", 1, { type: frame?.type ?? "bad" });
+    this.host.rollcall.metrics.add("rollcall.gateway.frames", 1, { type: frame?.type ?? "bad" });
     // In the queue, refusals too: replies go out in the order of the frames they answer.
-    this.queue = this.queue.then(() =>
+    this.queue = (this.queue ?? Promise.resolve()).then(() =>
       frame
         ? this.handle(frame).catch((e: unknown) => this.refuse(e, frame.ref))
         : this.refuse(refused),
@@ -97,37 +130,88 @@ export class Session {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.expiry !== undefined) this.host.expiries.remove(this, this.expiry);
     await this.queue;
-    await Promise.all([...this.rooms.keys()].map((room) => this.gateway.leave(this, room)));
+    const { rooms } = this.host;
+    const joined = [...(this.joined?.keys() ?? [])];
+    await Promise.all(joined.map((room) => rooms.leave(this, room)));
   }
 
   private async handle(frame: ClientFrame): Promise<void> {
     if (this.closed) return;
-    const { gateway } = this;
+    const { rollcall, rooms } = this.host;
     switch (frame.type) {
       case "join":
-        await gateway.join(this, frame.room, frame.state, frame.types, frame.ref);
+        await rooms.join(this, frame.room, frame.state, frame.types, frame.ref);
         return;
       case "leave":
-        if (this.rooms.has(frame.room)) await gateway.leave(this, frame.room);
+        if (this.rooms.has(frame.room)) await rooms.leave(this, frame.room);
         break;
       case "typing":
-        await gateway.rollcall.startTyping(this.joined(frame.room, frame.ref), this.user);
+        await rollcall.startTyping(this.inRoom(frame.room, frame.ref), this.user);
         break;
       case "typing-stop":
-        await gateway.rollcall.stopTyping(this.joined(frame.room, frame.ref), this.user);
+        await rollcall.stopTyping(this.inRoom(frame.room, frame.ref), this.user);
         break;
       case "state":
-        await gateway.rollcall.setState(this.joined(frame.room, frame.ref), this.user, frame.state);
+        await rollcall.setState(this.inRoom(frame.room, frame.ref), this.user, frame.state);
         break;
       case "heartbeat":
-        await Promise.all([...this.rooms.keys()].map((room) => gateway.beat(this, room)));
+        await Promise.all([...this.rooms.keys()].map((room) => rooms.beat(this, room)));
         break;
+      case "refresh":
+        await this.refresh(frame.token, frame.ref);
+        return;
     }
     if (frame.ref !== undefined) this.send({ type: "ack", ref: frame.ref });
   }
 
-  private joined(room: string, ref: string | undefined): string {
+  /**
+   * A fresh token: the socket lives on to its expiry, and leaves the rooms it no longer allows.
+   * A token of another user is no refresh: the socket closes.
+   */
+  private async refresh(token: string, ref: string | undefined): Promise<void> {
+    const identity = await this.host.reauthenticate(token, this.current);
+    if (identity.user !== this.user) {
+      this.ws.close(CLOSE.identityChanged, "the token names another user");
+      return;
+    }
+    this.current = identity;
+    this.armExpiry();
+    const { rooms } = this.host;
+    for (const room of [...this.rooms.keys()]) {
+      if (await rooms.allowed(identity, room)) continue;
+      await rooms.leave(this, room);
+      const message = `the new token does not allow room ${room}: left`;
+      this.send({ type: "error", code: "FORBIDDEN", message, room });
+    }
+    const expiresAt = identity.expiresAt ?? null;
+    this.send({ type: "refreshed", expiresAt, ...(ref === undefined ? {} : { ref }) });
+  }
+
+  /** Files the socket to be closed with 4001 when its identity expires (plus the leeway). */
+  private armExpiry(): void {
+    const { expiries, expiryLeewayMs } = this.host;
+    if (this.expiry !== undefined) expiries.remove(this, this.expiry);
+    const { expiresAt } = this.current;
+    this.expiry =
+      expiresAt === undefined || expiresAt === null
+        ? undefined
+        : expiries.add(this, expiresAt + expiryLeewayMs);
+  }
+
+  /** The identity expired, and no refresh came first. */
+  expire(): void {
+    this.expiry = undefined;
+    this.ws.close(CLOSE.tokenExpired, "token expired");
+  }
+
+  /** The socket's 'close' (a listener shared by every socket). */
+  ended(): void {
+    this.host.ended(this);
+  }
+
+  private inRoom(room: string, ref: string | undefined): string {
     if (!this.rooms.has(room)) throw new FrameError("NOT_JOINED", `not in room ${room}`, ref);
     return room;
   }
@@ -136,15 +220,15 @@ export class Session {
     if (error instanceof FrameError) return this.fail(error.code, error.message, error.ref ?? ref);
     if (error instanceof RollcallError) {
       const code = codeOf(error);
-      if (code === "INTERNAL" || code === "UNAVAILABLE") this.gateway.report(error);
+      if (code === "INTERNAL" || code === "UNAVAILABLE") this.host.report(error);
       return this.fail(code, error.message, ref);
     }
-    this.gateway.report(error);
+    this.host.report(error);
     this.fail("INTERNAL", "the server failed to handle the frame", ref);
   }
 
   private fail(code: FrameErrorCode, message: string, ref?: string): void {
-    this.gateway.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: code });
+    this.host.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: code });
     this.send(
       ref === undefined ? { type: "error", code, message } : { type: "error", code, message, ref },
     );

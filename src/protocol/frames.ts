@@ -7,6 +7,14 @@ import type { MemberState } from "./state.js";
  * an object with a `type`. The version is the WebSocket subprotocol both sides ask for.
  */
 export const SUBPROTOCOL = "rollcall.v1";
+/** Every version a gateway serves, as it tells a client that offers none of them. */
+export const SUBPROTOCOLS: readonly string[] = [SUBPROTOCOL];
+/**
+ * A browser cannot set headers on a WebSocket: the client offers its token as a second
+ * subprotocol entry, `rollcall.bearer.<token>`, which the gateway reads and never selects. A
+ * header stays out of the URL, and so out of proxies' and servers' access logs.
+ */
+export const BEARER_PROTOCOL = "rollcall.bearer.";
 
 /** A client's request; `ref`, when given, comes back in the reply (ack, snapshot or error). */
 export type ClientFrame =
@@ -15,7 +23,9 @@ export type ClientFrame =
   | { type: "typing"; room: string; ref?: string }
   | { type: "typing-stop"; room: string; ref?: string }
   | { type: "state"; room: string; state: MemberState; ref?: string }
-  | { type: "heartbeat"; ref?: string };
+  | { type: "heartbeat"; ref?: string }
+  /** A fresh token for the same user, before the socket's expires: answered by `refreshed`. */
+  | { type: "refresh"; token: string; ref?: string };
 
 export type ClientFrameType = ClientFrame["type"];
 
@@ -30,17 +40,30 @@ export type FrameErrorCode =
   | "TOO_MANY_ROOMS"
   | "ROOM_FULL"
   | "RATE_LIMITED"
+  | "INVALID_TOKEN"
   | "UNAVAILABLE"
   | "INTERNAL";
 
 export type ServerFrame =
-  /** First frame on a socket: who the server says you are, and how often to show you are alive. */
-  | { type: "welcome"; user: string; connection: string; heartbeatMs: number }
+  /**
+   * First frame on a socket: who the server says you are, how often to show you are alive, and
+   * when the token expires (ms since the epoch; null: never): the socket closes then with 4001.
+   */
+  | {
+      type: "welcome";
+      user: string;
+      connection: string;
+      heartbeatMs: number;
+      expiresAt: number | null;
+    }
+  /** A refresh was accepted: the socket now lives until the new token's expiry. */
+  | { type: "refreshed"; expiresAt: number | null; ref?: string }
   /** The room's roster, consistent with its events at `roster.seq` (a join's reply, or a resync). */
   | { type: "snapshot"; room: string; roster: Snapshot; ref?: string }
   | { type: "event"; event: PresenceEvent }
   | { type: "ack"; ref: string }
-  | { type: "error"; code: FrameErrorCode; message: string; ref?: string };
+  /** `room`: the room this error left, when it answers no request (after a refresh). */
+  | { type: "error"; code: FrameErrorCode; message: string; ref?: string; room?: string };
 
 /** A frame that breaks the protocol: the gateway answers it with an error frame of this code. */
 export class FrameError extends Error {
@@ -61,6 +84,7 @@ const FIELDS: Record<ClientFrameType, readonly string[]> = {
   "typing-stop": ["type", "room", "ref"],
   state: ["type", "room", "state", "ref"],
   heartbeat: ["type", "ref"],
+  refresh: ["type", "token", "ref"],
 };
 const MAX_REF = 64;
 
@@ -92,7 +116,10 @@ export function parseClientFrame(text: string): ClientFrame {
   }
   const extra = Object.keys(value).filter((k) => !FIELDS[type].includes(k));
   if (extra.length > 0) fail("BAD_FRAME", `a ${type} frame has no field ${extra.join(", ")}`);
-  if (type !== "heartbeat" && typeof value.room !== "string") {
+  if (type === "refresh" && (typeof value.token !== "string" || value.token === "")) {
+    fail("BAD_FRAME", "a refresh frame needs a token");
+  }
+  if (type !== "heartbeat" && type !== "refresh" && typeof value.room !== "string") {
     fail("BAD_FRAME", `a ${type} frame needs a room`);
   }
   if (type === "state" && !isObject(value.state)) fail("BAD_FRAME", "a state frame needs a state");
@@ -120,7 +147,7 @@ export function parseServerFrame(text: string): ServerFrame {
     if (!isObject(roster) || !Array.isArray(roster.members) || typeof roster.epoch !== "string") {
       throw new SyntaxError("a snapshot frame without a roster");
     }
-  } else if (!["welcome", "ack", "error"].includes(value.type)) {
+  } else if (!["welcome", "refreshed", "ack", "error"].includes(value.type)) {
     throw new SyntaxError(`unknown frame type ${value.type}`);
   }
   return value as unknown as ServerFrame;

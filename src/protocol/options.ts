@@ -4,10 +4,21 @@ export function invalidOption(message: string): never {
   throw new InvalidInputError("INVALID_OPTION", message);
 }
 
+/** Any value, in words for an error message: never throws (bigints, null-prototype objects). */
+export function describe(value: unknown): string {
+  if (typeof value === "string") return JSON.stringify(value);
+  if (typeof value === "bigint") return `${value}n`;
+  try {
+    return String(value);
+  } catch {
+    return `a value of type ${typeof value}`;
+  }
+}
+
 /** An integer option within bounds, or a typed INVALID_OPTION error. */
 export function integer(name: string, value: unknown, min: number, max: number): number {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
-    invalidOption(`${name} must be an integer from ${min} to ${max}, got ${String(value)}`);
+    invalidOption(`${name} must be an integer from ${min} to ${max}, got ${describe(value)}`);
   }
   return value;
 }

@@ -1,3 +1,4 @@
+import { Sequencer } from "./chain.js";
 import type { EventType, PresenceEvent } from "./events.js";
 import { compareIds } from "./ids.js";
 import type { MemberState } from "./state.js";
@@ -53,22 +54,22 @@ interface Members {
 }
 
 /**
- * The pure logic of a live roster: a snapshot, then the events that follow it in order. An event
- * of the same epoch whose `prev` is the last number applied follows (as does the first event of a
- * new chain, `prev` 0, in an empty room); one at or below it is already covered; anything else,
- * or another epoch, is a gap: events were missed and a new snapshot must replace the replica.
- * While a snapshot is awaited, events are held and applied after it. No I/O: the caller fetches
- * snapshots and delivers events (RoomWatch over Redis, the browser client over a WebSocket).
+ * The pure logic of a live roster: a snapshot, then the events that follow it in order (the rules
+ * are the Sequencer's). An event that follows is applied; one applied already, or older than the
+ * snapshot, is dropped; a gap, another epoch, or a number already passed that comes back with
+ * other content (a message that was not rollcall's was applied) asks for a new snapshot to replace
+ * the replica. While it is awaited, events are held and those that follow it are applied after
+ * it. No I/O: the caller fetches snapshots and delivers events (RoomWatch over Redis, the browser
+ * client over a WebSocket), and says when it asks for one (`requestSnapshot`).
  */
 export class Replica {
   private members = new Map<string, ReplicaMember>();
   private typists = new Set<string>();
-  private epoch = "";
-  private seq = 0;
+  private readonly events = new Sequencer((event) => this.changes.push(this.apply(event)));
+  /** The changes of the call under way. */
+  private changes: RosterChange[] = [];
   private count = 0;
   private logId: string | undefined;
-  /** Events held while a snapshot is awaited; null when events apply directly. */
-  private held: PresenceEvent[] | null = [];
   private view: ReplicaRoster | undefined;
 
   constructor(readonly room: string) {}
@@ -80,7 +81,7 @@ export class Replica {
 
   /** A snapshot is awaited: events are held until it is installed. */
   get holding(): boolean {
-    return this.held !== null;
+    return this.events.holding;
   }
 
   /** Where the replica stands in the event log (when it is on): after this entry. */
@@ -90,20 +91,20 @@ export class Replica {
 
   /** Holds events from now on: they may be incomplete (a lost connection) until a snapshot. */
   hold(): void {
-    this.held ??= [];
+    this.events.hold();
+  }
+
+  /**
+   * The caller is about to read a snapshot: the events held so far were published before it, so
+   * one of them that does not fit it then is dropped, never a reason for another snapshot.
+   */
+  requestSnapshot(): void {
+    this.events.requestSnapshot();
   }
 
   receive(event: PresenceEvent): Outcome {
-    if (this.held) {
-      this.held.push(event);
-      return NOTHING;
-    }
-    if (event.epoch === this.epoch && event.seq <= this.seq) return NOTHING;
-    if (!this.follows(event)) {
-      this.held = [event];
-      return { changes: [], resync: true };
-    }
-    return { changes: [this.apply(event)], resync: false };
+    const resync = this.events.receive(event);
+    return this.outcome([], resync);
   }
 
   /** Replaces the replica with a snapshot, then applies the held events that follow it. */
@@ -111,15 +112,12 @@ export class Replica {
     const before: Members = { members: this.members, typists: this.typists };
     this.members = new Map(snapshot.members.map((m) => [m.user, member(m)]));
     this.typists = new Set(snapshot.typing);
-    this.epoch = snapshot.epoch;
-    this.seq = snapshot.seq;
     this.count = snapshot.count;
     this.logId = snapshot.log;
     this.view = undefined;
     const changes = differences(before, { members: this.members, typists: this.typists });
-    // Held events of another epoch are dropped: the snapshot already shows the state of its own
-    // epoch, and an older epoch's events are history. (A newer epoch's next event resyncs again.)
-    return this.replay([], (e) => e.epoch === snapshot.epoch, changes);
+    const resync = this.events.install(snapshot.epoch, snapshot.seq, snapshot.count);
+    return this.outcome(changes, resync);
   }
 
   /**
@@ -127,31 +125,14 @@ export class Replica {
    * not close the gap (the log no longer held them all), a snapshot is still needed.
    */
   recover(events: readonly PresenceEvent[]): Outcome {
-    return this.replay(events, () => true, []);
+    return this.outcome([], this.events.recover(events));
   }
 
-  private replay(
-    events: readonly PresenceEvent[],
-    keep: (event: PresenceEvent) => boolean,
-    changes: RosterChange[],
-  ): Outcome {
-    const queue = [...events, ...(this.held ?? [])].filter(keep);
-    this.held = null;
-    for (const [i, event] of queue.entries()) {
-      const outcome = this.receive(event);
-      changes.push(...outcome.changes);
-      if (outcome.resync) {
-        // The rest are held again, behind the event that revealed the gap.
-        this.held!.push(...queue.slice(i + 1));
-        return { changes, resync: true };
-      }
-    }
-    return { changes, resync: false };
-  }
-
-  private follows(event: PresenceEvent): boolean {
-    if (event.epoch !== this.epoch) return false;
-    return event.prev === this.seq || (event.prev === 0 && this.count === 0);
+  private outcome(first: RosterChange[], resync: boolean): Outcome {
+    const changes = this.changes;
+    this.changes = [];
+    if (changes.length === 0 && first.length === 0 && !resync) return NOTHING;
+    return { changes: [...first, ...changes], resync };
   }
 
   private apply(event: PresenceEvent): RosterChange {
@@ -178,7 +159,6 @@ export class Replica {
         break;
       }
     }
-    this.seq = event.seq;
     if (event.log !== undefined) this.logId = event.log;
     this.view = undefined;
     return { type: event.type, user, event };
@@ -188,8 +168,8 @@ export class Replica {
     const members = [...this.members.values()].sort((a, b) => compareIds(a.user, b.user));
     return Object.freeze({
       room: this.room,
-      epoch: this.epoch,
-      seq: this.seq,
+      epoch: this.events.epoch,
+      seq: this.events.seq,
       count: this.count,
       members: Object.freeze(members),
       typing: Object.freeze(members.filter((m) => this.typists.has(m.user)).map((m) => m.user)),

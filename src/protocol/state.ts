@@ -61,6 +61,12 @@ export function encodeState(state: unknown, maxBytes: number): string {
     ) {
       invalid("must be a plain JSON object");
     }
+    // The bound first, at native speed: canonical JSON is as long as JSON.stringify's (only the
+    // key order differs), and no shorter in bytes than in characters.
+    const rough = JSON.stringify(state) as string | undefined;
+    if (rough !== undefined && rough.length > maxBytes) {
+      invalid(`is at least ${rough.length} bytes of JSON, more than the ${maxBytes} allowed`);
+    }
     json = canonical(state, 0);
   } catch (error) {
     // A getter or a proxy trap that throws: bad input like any other, never a raw error.

@@ -3,7 +3,7 @@ import type { Rollcall } from "../engine/rollcall.js";
 import type { Client } from "../engine/script.js";
 import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
 import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../protocol/events.js";
-import { callback, knownKeys } from "../protocol/options.js";
+import { callback, describe, knownKeys } from "../protocol/options.js";
 import { backoff } from "../protocol/backoff.js";
 import { Pause, reportError } from "./background.js";
 import { RoomWatch } from "./watch.js";
@@ -268,7 +268,7 @@ function checkTypes(types: unknown): ReadonlySet<EventType> | null {
   }
   for (const type of types) {
     if (!EVENT_TYPES.includes(type as EventType)) {
-      throw new InvalidInputError("INVALID_OPTION", `unknown event type ${JSON.stringify(type)}`);
+      throw new InvalidInputError("INVALID_OPTION", `unknown event type ${describe(type)}`);
     }
   }
   return new Set(types as EventType[]);

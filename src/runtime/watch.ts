@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { backoff } from "../protocol/backoff.js";
+import { backoff, ResyncPacer } from "../protocol/backoff.js";
 import type { PresenceEvent } from "../protocol/events.js";
 import {
   Replica,
@@ -46,6 +46,8 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   private isClosed = false;
   private subscription: Subscription | undefined;
   private readonly pause = new Pause();
+  /** Gaps that keep coming (messages that are not rollcall's) resync with backoff, not in a loop. */
+  private readonly pacer = new ResyncPacer();
 
   constructor(
     private readonly subscriber: Subscriber,
@@ -132,9 +134,15 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     while (this.wanted !== null && !this.isClosed) {
       const reason = this.wanted;
       this.wanted = null;
+      if (reason === "gap") {
+        const pause = this.pacer.delay(performance.now());
+        if (pause > 0) await this.pause.wait(pause);
+        if (this.isClosed) return;
+      }
       let snapshot;
       try {
         if (reason === "gap" && (await this.recover())) continue;
+        this.replica.requestSnapshot();
         snapshot = await this.subscriber.rollcall.roster(this.room);
       } catch (error) {
         if (!this.started) throw error;

@@ -54,8 +54,13 @@ describe("the demo page in a real browser, on two gateway processes", function (
   }
 
   /** A page of its own browser context (as a separate tab or person), joined to a room. */
-  async function open(gateway: GatewayProcess, user: string, room: string): Promise<Page> {
-    const context = await browser.newContext({ viewport: { width: 1000, height: 700 } });
+  async function open(
+    gateway: GatewayProcess,
+    user: string,
+    room: string,
+    viewport = { width: 1000, height: 700 },
+  ): Promise<Page> {
+    const context = await browser.newContext({ viewport });
     contexts.add(context);
     const page = await context.newPage();
     page.on("pageerror", (error) => pageErrors.push(`${user}: ${error.message}`));
@@ -227,6 +232,41 @@ describe("the demo page in a real browser, on two gateway processes", function (
     const annAsBobSees = (await replica(bob)).members.find((m) => m.user === "ann");
     expect(annAsBobSees?.state).to.deep.equal({ status: "away" });
     expect(await replica(ann)).to.deep.equal(await truth(rollcall, "reconnect"));
+  });
+
+  it("keeps a member's chosen state across a reload, with no update announced", async () => {
+    const [east, west] = gateways;
+    const ann = await open(east!, "ann", "reload");
+    const bob = await open(west!, "bob", "reload");
+    await until(bob, shows("ann"));
+    await ann.locator("#state").selectOption("busy");
+    await until(bob, logged("~ ann is now busy"));
+    await ann.reload();
+    await ann.waitForFunction("window.rollcallDemo?.room != null", undefined, { timeout: 5_000 });
+    expect(await ann.locator("#state").inputValue()).to.equal("busy");
+    await until(ann, `${member("ann")}?.querySelector(".state").textContent === "busy"`);
+    // Bob's page saw one update, the choice: none from the reload's rejoin.
+    const rollcall = new Rollcall(client(), engineOptions(WINDOWS));
+    await until(
+      bob,
+      `window.rollcallDemo.room.roster.seq === ${(await rollcall.roster("reload")).seq}`,
+    );
+    expect(await bob.locator("#log li", { hasText: "~ ann is now" }).count()).to.equal(1);
+  });
+
+  it("fits a 380 px wide screen: no sideways scrolling, the roster and the input in view", async () => {
+    const [east] = gateways;
+    const page = await open(east!, "ann", "narrow", { width: 380, height: 700 });
+    await until(page, shows("ann"));
+    const overflow = await page.evaluate<number>(
+      "document.documentElement.scrollWidth - document.documentElement.clientWidth",
+    );
+    expect(overflow).to.equal(0);
+    for (const selector of ["#roster", "#message", "#state"]) {
+      const box = await page.locator(selector).boundingBox();
+      expect(box!.x).to.be.at.least(0);
+      expect(box!.x + box!.width).to.be.at.most(380);
+    }
   });
 
   it("saves a screenshot of the demo page: two members, one typing", async () => {

@@ -60,7 +60,7 @@ describe("metrics", () => {
     const { url } = await startGateway({ sweeper: false }, options);
     const cy = connect(url, "cy");
     await cy.join("doc");
-    const refused = new WebSocket(url);
+    const refused = new WebSocket(url, ["rollcall.v1"]);
     refused.on("error", () => undefined);
     const values = await (async () => {
       await eventually(() => refused.readyState === WebSocket.CLOSED);

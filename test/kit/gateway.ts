@@ -19,7 +19,7 @@ const clients = new Set<RollcallClient>();
 export function token(
   user: string,
   claims: Record<string, unknown> = {},
-  expires = "1h",
+  expires: string | number = "1h",
 ): Promise<string> {
   return new SignJWT({ rooms: ["*"], ...claims })
     .setProtectedHeader({ alg: "HS256" })

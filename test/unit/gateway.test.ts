@@ -17,52 +17,76 @@ function event(
 }
 
 describe("the gateway's room feed", () => {
+  const snapshot = (seq: number, count = 1, epoch = "e") =>
+    ({ room: "r", epoch, seq, count, members: [], typing: [] }) as const;
+
   function feed() {
-    const f = new RoomFeed<string>();
-    const sent: Record<string, [string, number, number][]> = { all: [], joins: [] };
-    f.deliveries.set("all", { types: null, last: null, broken: false });
-    f.deliveries.set("joins", { types: new Set(["join"]), last: null, broken: false });
-    const send = (to: string, e: PresenceEvent) => sent[to]!.push([e.type, e.seq, e.prev]);
-    return { f, sent, send };
+    const sent = { all: [] as string[], joins: [] as string[] };
+    const f = new RoomFeed<string>({
+      event: (to, e) => sent[to as keyof typeof sent].push(`${e.type} ${e.seq}/${e.prev}`),
+      snapshot: (to, s) => sent[to as keyof typeof sent].push(`snapshot ${s.seq}`),
+    });
+    f.deliveries.set("all", { types: null, last: null });
+    f.deliveries.set("joins", { types: new Set(["join"]), last: null });
+    return { f, sent };
   }
 
   it("chains what a filtering socket gets over the events it skips", () => {
-    const { f, sent, send } = feed();
-    f.restart("joins", "e", 10);
+    const { f, sent } = feed();
+    f.restart("all", snapshot(10));
+    f.restart("joins", snapshot(10));
     for (const e of [
       event("typing-start", 11, 10),
       event("typing-stop", 12, 11),
       event("join", 13, 12),
     ]) {
-      f.receive(e, send);
+      expect(f.receive(e)).to.equal(false);
     }
-    expect(sent.all).to.deep.equal([
-      ["typing-start", 11, 10],
-      ["typing-stop", 12, 11],
-      ["join", 13, 12],
-    ]);
-    expect(sent.joins).to.deep.equal([["join", 13, 10]]);
+    expect(sent.all).to.deep.equal(["typing-start 11/10", "typing-stop 12/11", "join 13/12"]);
+    expect(sent.joins).to.deep.equal(["join 13/10"]);
   });
 
-  it("passes on a gap it saw itself unchanged, for the client to resync", () => {
-    const { f, sent, send } = feed();
-    f.restart("joins", "e", 10);
-    f.receive(event("typing-start", 11, 10), send);
-    f.receive(event("typing-stop", 15, 14), send); // 12..14 never reached this gateway
-    f.receive(event("join", 16, 15), send);
-    expect(sent.joins).to.deep.equal([["join", 16, 15]]);
+  it("holds back a gap, asks for one resync, then passes on what follows the snapshot", () => {
+    const { f, sent } = feed();
+    f.restart("all", snapshot(10));
+    f.restart("joins", snapshot(10));
+    expect(f.receive(event("typing-start", 11, 10))).to.equal(false);
+    expect(f.receive(event("typing-stop", 15, 14))).to.equal(true); // 12..14 never came
+    expect(f.receive(event("join", 16, 15))).to.equal(false); // held while the resync runs
+    f.install(snapshot(15));
+    expect(sent.all).to.deep.equal(["typing-start 11/10", "snapshot 15", "join 16/15"]);
+    expect(sent.joins).to.deep.equal(["snapshot 15", "join 16/15"]);
   });
 
-  it("keeps the chain a socket already has when a snapshot is older than what it got", () => {
-    const { f, sent, send } = feed();
-    f.receive(event("join", 11, 10), send);
-    f.restart("joins", "e", 10); // the snapshot was read before event 11 went out
-    f.receive(event("typing-start", 12, 11), send);
-    f.receive(event("join", 13, 12), send);
-    expect(sent.joins).to.deep.equal([
-      ["join", 11, 10],
-      ["join", 13, 11],
-    ]);
+  it("does not send a socket what its own snapshot, newer than the feed, already holds", () => {
+    const { f, sent } = feed();
+    f.restart("all", snapshot(10));
+    f.restart("joins", snapshot(12)); // read after 11 and 12 were published
+    f.receive(event("join", 11, 10));
+    f.receive(event("typing-start", 12, 11));
+    f.receive(event("join", 13, 12));
+    expect(sent.joins).to.deep.equal(["join 13/12"]);
+    expect(sent.all).to.deep.equal(["join 11/10", "typing-start 12/11", "join 13/12"]);
+  });
+
+  it("treats an event that takes a number already passed, with other content, as a conflict", () => {
+    const { f, sent } = feed();
+    f.restart("all", snapshot(10));
+    const forged = { ...event("join", 11, 10), user: "phantom" };
+    expect(f.receive(forged)).to.equal(false); // it fits: only the real one can tell
+    expect(f.receive(event("join", 11, 10))).to.equal(true);
+    f.install(snapshot(11));
+    expect(sent.all).to.deep.equal(["join 11/10", "snapshot 11"]);
+  });
+
+  it("starts over from a resync's snapshot below a huge number some message claimed", () => {
+    const { f, sent } = feed();
+    f.restart("all", snapshot(10));
+    expect(f.receive(event("join", 1e15, 10))).to.equal(false);
+    expect(f.receive(event("join", 11, 10))).to.equal(true); // below it, never passed on
+    f.install(snapshot(11));
+    expect(f.receive(event("typing-start", 12, 11))).to.equal(false);
+    expect(sent.all.slice(-2)).to.deep.equal(["snapshot 11", "typing-start 12/11"]);
   });
 });
 

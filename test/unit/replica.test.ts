@@ -68,8 +68,9 @@ describe("the replica", () => {
     expect(changes(r.receive(join("ann", 11, 0, 1)))).to.deep.equal(["join:ann"]);
     expect(changes(r.receive(typing("ann", 12, 11, true)))).to.deep.equal(["typing-start:ann"]);
     expect(r.roster.typing).to.deep.equal(["ann"]);
-    expect(changes(r.receive(update("ann", 13, 12, { s: 1 })))).to.deep.equal(["update:ann"]);
-    expect(r.receive(update("ann", 13, 12, { s: 1 })).changes).to.deep.equal([]);
+    const updated = update("ann", 13, 12, { s: 1 });
+    expect(changes(r.receive(updated))).to.deep.equal(["update:ann"]);
+    expect(r.receive({ ...updated })).to.deep.equal({ changes: [], resync: false });
     expect(r.roster.members[0]!.state).to.deep.equal({ s: 1 });
     expect(changes(r.receive(leave("ann", 14, 13, 0)))).to.deep.equal(["leave:ann"]);
     expect(r.roster).to.include({ seq: 14, count: 0 });
@@ -119,6 +120,42 @@ describe("the replica", () => {
     const next = r.install(snapshot(10, ["ann", "bob", "cy"]));
     expect(next.resync).to.equal(false);
     expect(changes(next)).to.deep.equal(["join:cy"]);
+  });
+
+  it("resyncs on an event that takes a number already applied with other content", () => {
+    const r = new Replica("r");
+    r.install(snapshot(10, ["ann"]));
+    // Not rollcall's: it takes the number of the next real event, which then comes.
+    expect(changes(r.receive(join("phantom", 11, 10, 2)))).to.deep.equal(["join:phantom"]);
+    expect(r.receive(join("bob", 11, 10, 2))).to.deep.equal({ changes: [], resync: true });
+    r.requestSnapshot();
+    const outcome = r.install(snapshot(11, ["ann", "bob"]));
+    expect(changes(outcome)).to.deep.equal(["leave:phantom", "join:bob"]);
+    expect(r.holding).to.equal(false);
+  });
+
+  it("comes back below a huge number a message claimed, at the next real event", () => {
+    const r = new Replica("r");
+    r.install(snapshot(10, ["ann"]));
+    r.receive(typing("ann", 1e15, 10, true)); // it follows, so it is applied
+    expect(r.receive(join("bob", 11, 10, 2)).resync).to.equal(true); // no silence
+    r.requestSnapshot();
+    r.install(snapshot(11, ["ann", "bob"]));
+    expect(r.roster.seq).to.equal(11);
+    expect(changes(r.receive(leave("bob", 12, 11, 1)))).to.deep.equal(["leave:bob"]);
+  });
+
+  it("drops a held event that does not fit a snapshot asked for after it: one resync per message", () => {
+    const r = new Replica("r");
+    r.install(snapshot(10, ["ann"]));
+    expect(r.receive(join("ghost", 500, 499, 2)).resync).to.equal(true);
+    r.receive(join("ghost2", 600, 599, 2)); // held while the resync runs
+    r.requestSnapshot();
+    r.receive(join("bob", 11, 10, 2)); // published after the snapshot was read: it follows
+    const outcome = r.install(snapshot(10, ["ann"]));
+    expect(outcome.resync).to.equal(false);
+    expect(changes(outcome)).to.deep.equal(["join:bob"]);
+    expect(r.holding).to.equal(false);
   });
 
   it("tells a user who left and came back while events were missed by their join time", () => {

@@ -1,4 +1,4 @@
-/* global document, location, fetch, window, URLSearchParams */
+/* global document, location, fetch, window, URLSearchParams, localStorage */
 // The demo page: joins a room through the browser client (tsc's output, served as plain ES
 // modules), and shows the live roster, who is typing, and each change as it arrives.
 import { RollcallClient } from "/client/index.js";
@@ -83,8 +83,19 @@ function render(room, me) {
           : `${others.length} people are typing…`;
 }
 
+/** The status a member chose, kept across reloads: the rejoin then says what the room knows. */
+function savedStatus(user) {
+  const key = `rollcall-demo:${roomId}:${user}:status`;
+  return {
+    get: () => localStorage.getItem(key),
+    set: (status) => localStorage.setItem(key, status),
+  };
+}
+
 async function start(user) {
   if (!user || window.rollcallDemo) return;
+  const status = savedStatus(user);
+  if (status.get()) $("state").value = status.get();
   $("login").hidden = true;
   document.querySelector("main").hidden = false;
   $("me").textContent = `as ${user}`;
@@ -121,6 +132,7 @@ async function start(user) {
   room.on("error", (error) => log(`the room refused you: ${error.message}`));
 
   $("state").addEventListener("change", () => {
+    status.set($("state").value);
     room.setState({ status: $("state").value }).catch((error) => log(`error: ${error.message}`));
   });
   const message = $("message");

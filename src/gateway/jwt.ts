@@ -1,0 +1,101 @@
+import type { JSONWebKeySet, JWTPayload } from "jose";
+import { describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
+import { AuthError, type Identity, type JwtOptions } from "./auth.js";
+
+/** Verifies a token and returns its identity, or throws an AuthError. */
+export type Verify = (token: string) => Promise<Identity>;
+
+/** JwtOptions checked, with defaults: every mistake is a typed INVALID_OPTION error. */
+export function checkJwtOptions(options: unknown): CheckedJwtOptions {
+  const o = knownKeys(options as JwtOptions, [
+    "secret",
+    "jwks",
+    "issuer",
+    "audience",
+    "algorithms",
+    "clockToleranceMs",
+    "allowNoExpiry",
+  ]);
+  const { secret, jwks } = o;
+  if ((secret === undefined) === (jwks === undefined)) {
+    invalidOption("jwt needs exactly one of secret and jwks");
+  }
+  if (secret !== undefined && typeof secret !== "string" && !(secret instanceof Uint8Array)) {
+    invalidOption(`jwt.secret must be a string or a Uint8Array, got ${describe(secret)}`);
+  }
+  if (jwks !== undefined && !Array.isArray((jwks as Partial<JsonWebKeySetLike> | null)?.keys)) {
+    invalidOption("jwt.jwks must be a JSON Web Key Set: { keys: [...] }");
+  }
+  for (const name of ["issuer", "audience"] as const) {
+    if (o[name] !== undefined && typeof o[name] !== "string") {
+      invalidOption(`jwt.${name} must be a string, got ${describe(o[name])}`);
+    }
+  }
+  const algorithms: unknown = o.algorithms;
+  if (
+    algorithms !== undefined &&
+    !(Array.isArray(algorithms) && algorithms.every((a) => typeof a === "string"))
+  ) {
+    invalidOption("jwt.algorithms must be a list of algorithm names");
+  }
+  if (o.allowNoExpiry !== undefined && typeof o.allowNoExpiry !== "boolean") {
+    invalidOption(`jwt.allowNoExpiry must be a boolean, got ${describe(o.allowNoExpiry)}`);
+  }
+  return {
+    ...o,
+    clockToleranceMs: integer("jwt.clockToleranceMs", o.clockToleranceMs ?? 0, 0, 86_400_000),
+    allowNoExpiry: o.allowNoExpiry ?? false,
+  };
+}
+
+type CheckedJwtOptions = JwtOptions &
+  Required<Pick<JwtOptions, "clockToleranceMs" | "allowNoExpiry">>;
+
+interface JsonWebKeySetLike {
+  keys: unknown[];
+}
+
+/**
+ * JWT verification with jose, imported only here and only when a gateway is given `jwt`: the
+ * user is the `sub` claim, the rooms the optional `rooms` claim, the expiry `exp`. jose checks
+ * the signature and `exp`/`nbf`; an unsigned token (`alg: none`) never verifies.
+ */
+export async function jwtVerifier(options: CheckedJwtOptions): Promise<Verify> {
+  const { createLocalJWKSet, errors, jwtVerify } = await import("jose");
+  const { secret, jwks, issuer, audience, clockToleranceMs, allowNoExpiry } = options;
+  const key =
+    secret !== undefined
+      ? typeof secret === "string"
+        ? new TextEncoder().encode(secret)
+        : secret
+      : createLocalJWKSet(jwks as unknown as JSONWebKeySet);
+  const algorithms = options.algorithms ?? (secret !== undefined ? ["HS256"] : undefined);
+  const invalid = (why: string) => new AuthError(401, "invalid-token", `the token ${why}`);
+  return async (token) => {
+    let payload: JWTPayload;
+    try {
+      ({ payload } = await jwtVerify(token, key as Parameters<typeof jwtVerify>[1], {
+        issuer,
+        audience,
+        algorithms,
+        clockTolerance: clockToleranceMs / 1000,
+      }));
+    } catch (error) {
+      if (error instanceof errors.JWTExpired) {
+        throw new AuthError(401, "expired-token", "the token has expired");
+      }
+      throw invalid(`is invalid (${(error as Error).message})`);
+    }
+    if (typeof payload.sub !== "string" || payload.sub === "") throw invalid("names no user (sub)");
+    if (payload.exp === undefined && !allowNoExpiry) throw invalid("has no expiry (exp)");
+    const rooms = payload.rooms;
+    if (
+      rooms !== undefined &&
+      !(Array.isArray(rooms) && rooms.every((r) => typeof r === "string"))
+    ) {
+      throw invalid("has a rooms claim that is not a list of rooms");
+    }
+    const expiresAt = payload.exp === undefined ? null : payload.exp * 1000;
+    return { user: payload.sub, rooms: rooms ?? null, claims: payload, expiresAt };
+  };
+}

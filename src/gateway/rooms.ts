@@ -1,0 +1,244 @@
+import type { Rollcall } from "../engine/rollcall.js";
+import type { Roster } from "../engine/scripts/roster.js";
+import { ResyncPacer } from "../protocol/backoff.js";
+import type { EventType } from "../protocol/events.js";
+import { FrameError } from "../protocol/frames.js";
+import { checkId } from "../protocol/ids.js";
+import type { Snapshot } from "../protocol/replica.js";
+import type { MemberState } from "../protocol/state.js";
+import { Pause } from "../runtime/background.js";
+import type { Subscriber, Subscription } from "../runtime/subscriber.js";
+import { roomAllowed, type Identity } from "./auth.js";
+import { RoomFeed, type Sink } from "./feed.js";
+import { HeartbeatWheel } from "./heartbeats.js";
+import type { Beat, Session } from "./session.js";
+
+export interface RoomsOptions {
+  authorize: ((identity: Identity, room: string) => boolean | Promise<boolean>) | undefined;
+  capacity: (room: string) => number | undefined;
+  maxRoomsPerSocket: number;
+  heartbeatMs: number;
+  report: (error: unknown) => void;
+}
+
+interface Room {
+  readonly feed: RoomFeed<Session>;
+  readonly subscription: Promise<Subscription>;
+  readonly pacer: ResyncPacer;
+  readonly pause: Pause;
+  /** A resync runs: it takes the one wanted meanwhile. */
+  resyncing: boolean;
+  wanted: "gap" | "reconnect" | null;
+  closed: boolean;
+}
+
+/** Sends a room's frames to its sockets. */
+const SINK: Sink<Session> = {
+  event: (to, event) => to.send({ type: "event", event }),
+  snapshot: (to, snapshot) => to.send({ type: "snapshot", room: snapshot.room, roster: snapshot }),
+};
+
+/**
+ * The rooms of a gateway's sockets: each one's subscription and feed while a socket is in it,
+ * the snapshots sockets get, the heartbeats that keep every (socket, room) present, and the
+ * resyncs of a feed that lost track (from the log when it is on, else one snapshot for every
+ * socket of the room, spaced out with backoff when they keep coming).
+ */
+export class Rooms {
+  private readonly rooms = new Map<string, Room>();
+  private readonly wheel: HeartbeatWheel<Beat>;
+
+  constructor(
+    private readonly rollcall: Rollcall,
+    private readonly subscriber: Subscriber,
+    private readonly options: RoomsOptions,
+  ) {
+    this.wheel = new HeartbeatWheel(options.heartbeatMs, ({ session, room }) => {
+      this.beat(session, room).catch((error: unknown) => options.report(error));
+    });
+    this.wheel.start();
+  }
+
+  /** Whether an identity may be in a room: its token's rooms and the `authorize` hook agree. */
+  async allowed(identity: Identity, room: string): Promise<boolean> {
+    if (identity.rooms !== null && !roomAllowed(identity.rooms, room)) return false;
+    if (this.options.authorize) return await this.options.authorize(identity, room);
+    return identity.rooms !== null;
+  }
+
+  /** A socket joins a room, or rejoins it: heartbeat (join), then a snapshot for its replica. */
+  async join(
+    session: Session,
+    room: string,
+    state: MemberState | undefined,
+    types: EventType[] | undefined,
+    ref: string | undefined,
+  ): Promise<void> {
+    checkId("room", room);
+    const isNew = !session.rooms.has(room);
+    const { maxRoomsPerSocket } = this.options;
+    if (isNew && session.rooms.size >= maxRoomsPerSocket) {
+      throw new FrameError("TOO_MANY_ROOMS", `at most ${maxRoomsPerSocket} rooms`, ref);
+    }
+    if (isNew && !(await this.allowed(session.identity, room))) {
+      throw new FrameError("FORBIDDEN", `not allowed in room ${room}`, ref);
+    }
+    const entry = this.roomOf(room);
+    entry.feed.deliveries.set(session, { types: types ? new Set(types) : null, last: null });
+    try {
+      await entry.subscription;
+      const capacity = this.options.capacity(room);
+      const beat = await this.rollcall.heartbeat(room, session.user, session.connection, {
+        state,
+        ...(capacity === undefined ? {} : { capacity }),
+      });
+      if (beat.full) throw new FrameError("ROOM_FULL", `room ${room} is full`, ref);
+    } catch (error) {
+      if (isNew) this.drop(session, room);
+      throw error;
+    }
+    if (isNew) {
+      const beat = { session, room };
+      session.rooms.set(room, beat);
+      this.wheel.add(beat);
+    }
+    const snapshot = snapshotOf(await this.rollcall.roster(room));
+    session.send({
+      type: "snapshot",
+      room,
+      roster: snapshot,
+      ...(ref === undefined ? {} : { ref }),
+    });
+    if (this.rooms.get(room)?.feed.restart(session, snapshot)) this.resync(room, "gap");
+  }
+
+  /** A socket leaves a room: it stops hearing it, and its connection is removed from it. */
+  async leave(session: Session, room: string): Promise<void> {
+    if (!this.drop(session, room)) return;
+    await this.rollcall.leave(room, session.user, session.connection);
+  }
+
+  beat(session: Session, room: string): Promise<unknown> {
+    return this.rollcall.heartbeat(room, session.user, session.connection);
+  }
+
+  /** Stops the heartbeats and every room's subscription (the sockets have left). */
+  async close(): Promise<void> {
+    this.wheel.stop();
+    const rooms = [...this.rooms.values()];
+    this.rooms.clear();
+    for (const room of rooms) this.shut(room);
+    await Promise.all(
+      rooms.map((r) =>
+        r.subscription.then(
+          (s) => s.close(),
+          () => undefined,
+        ),
+      ),
+    );
+  }
+
+  private roomOf(room: string): Room {
+    let entry = this.rooms.get(room);
+    if (entry) return entry;
+    const feed = new RoomFeed<Session>(SINK);
+    const subscription = this.subscriber.subscribe(
+      room,
+      (event) => {
+        if (feed.receive(event)) this.resync(room, "gap");
+      },
+      {
+        onLost: () => feed.hold(),
+        // Events were lost while the connection was down: the log has them, when it is on;
+        // otherwise every socket here gets a new snapshot.
+        onResubscribed: () => this.resync(room, "reconnect"),
+      },
+    );
+    const created: Room = {
+      feed,
+      subscription,
+      pacer: new ResyncPacer(),
+      pause: new Pause(),
+      resyncing: false,
+      wanted: null,
+      closed: false,
+    };
+    // A failed subscription fails the join that waits for it; the next join tries again.
+    subscription.catch(() => {
+      if (this.rooms.get(room) === created) this.rooms.delete(room);
+      this.shut(created);
+    });
+    this.rooms.set(room, created);
+    entry = created;
+    return entry;
+  }
+
+  /**
+   * Brings a room's feed back on track, once for all its sockets. Resyncs that keep coming (a
+   * publisher that is not rollcall's) are spaced out with backoff; a failure is retried so.
+   */
+  private resync(room: string, reason: "gap" | "reconnect"): void {
+    const entry = this.rooms.get(room);
+    if (!entry || entry.closed) return;
+    entry.feed.hold();
+    entry.wanted = entry.wanted === "reconnect" ? "reconnect" : reason;
+    if (entry.resyncing) return;
+    entry.resyncing = true;
+    void this.catchUp(room, entry).finally(() => (entry.resyncing = false));
+  }
+
+  private async catchUp(room: string, entry: Room): Promise<void> {
+    while (entry.wanted !== null && !entry.closed) {
+      const reason = entry.wanted;
+      entry.wanted = null;
+      const pause = entry.pacer.delay(performance.now());
+      if (reason === "gap" && pause > 0) await entry.pause.wait(pause);
+      if (entry.closed) return;
+      try {
+        const after = entry.feed.log;
+        if (this.rollcall.settings.logLength > 0 && after !== undefined) {
+          const events = await this.rollcall.readLog(room, after);
+          if (entry.closed) return;
+          if (!entry.feed.recover(events)) continue;
+        }
+        entry.feed.requestSnapshot();
+        const snapshot = snapshotOf(await this.rollcall.roster(room));
+        // A newer resync is wanted (the connection came back meanwhile): this one may miss events.
+        if (entry.wanted === null && !entry.closed && entry.feed.install(snapshot)) {
+          entry.wanted = "gap";
+        }
+      } catch (error) {
+        this.options.report(error);
+        entry.wanted ??= reason;
+        await entry.pause.wait(entry.pacer.delay(performance.now()));
+      }
+    }
+  }
+
+  /** Forgets a socket's room; the room's subscription goes with its last socket. */
+  private drop(session: Session, room: string): boolean {
+    const beat = session.rooms.get(room);
+    if (beat) this.wheel.remove(beat);
+    session.rooms.delete(room);
+    const entry = this.rooms.get(room);
+    entry?.feed.deliveries.delete(session);
+    if (entry && entry.feed.deliveries.size === 0) {
+      this.rooms.delete(room);
+      this.shut(entry);
+      entry.subscription.then((s) => s.close()).catch(() => undefined);
+    }
+    return beat !== undefined;
+  }
+
+  private shut(entry: Room): void {
+    entry.closed = true;
+    entry.pause.interrupt();
+  }
+}
+
+/** What a socket's replica needs of a roster: no connections, no lastSeen. */
+function snapshotOf(roster: Roster): Snapshot {
+  const members = roster.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state }));
+  const { room, epoch, seq, count, typing, log } = roster;
+  return { room, epoch, seq, count, members, typing, ...(log === undefined ? {} : { log }) };
+}

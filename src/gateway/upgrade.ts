@@ -1,0 +1,320 @@
+import { STATUS_CODES, type IncomingMessage } from "node:http";
+import { isIP } from "node:net";
+import type { Duplex } from "node:stream";
+import type { Metrics } from "../engine/metrics.js";
+import { checkId } from "../protocol/ids.js";
+import { SUBPROTOCOL, SUBPROTOCOLS } from "../protocol/frames.js";
+import { describe, invalidOption } from "../protocol/options.js";
+import { AuthError, type Identity } from "./auth.js";
+import { Budgets, Tally, type Limits, type RateLimit } from "./limits.js";
+
+/** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
+export type Origins = readonly string[] | ((origin: string, request: IncomingMessage) => boolean);
+
+/** Why an upgrade was refused: the `reason` of the refusal metric and of the response's body. */
+export type RefusalReason =
+  | AuthError["reason"]
+  | "not-found"
+  | "bad-request"
+  | "unsupported-protocol"
+  | "origin"
+  | "too-many-sockets"
+  | "too-many-user-sockets"
+  | "too-many-address-sockets"
+  | "auth-timeout"
+  | "closing";
+
+/** An upgrade let in: who, their frame budget, and what it counts against. */
+export interface Admitted {
+  readonly identity: Identity;
+  readonly rate: RateLimit;
+  readonly address: string | undefined;
+}
+
+/** What the admission needs of its gateway. */
+export interface AdmissionHost {
+  readonly metrics: Metrics;
+  /** Sockets open now. */
+  sockets(): number;
+  closed(): boolean;
+  authenticate(request: IncomingMessage): Promise<Identity | null>;
+  report(error: unknown): void;
+}
+
+export interface AdmissionOptions {
+  limits: Limits;
+  origins: Origins | undefined;
+  trustedProxies: readonly string[];
+  authTimeoutMs: number;
+}
+
+/** Seconds a client is told to wait: a full process frees sockets slower than a user does. */
+const RETRY_AFTER = { busy: 5, user: 10 } as const;
+
+/**
+ * The door of the gateway: everything decided about an upgrade before a WebSocket exists. It
+ * refuses (with an HTTP status, and the socket destroyed) what it does not serve, in the order
+ * of what is cheapest to check: the request's shape, the process's socket limit, the protocol
+ * version, the origin, the address's cap, the identity (under a deadline), the user's cap.
+ */
+export class Admission {
+  private inFlight = 0;
+  private readonly addresses: Tally<string> | undefined;
+  private readonly budgets: Budgets;
+  private readonly origin: (origin: string, request: IncomingMessage) => boolean;
+  private readonly proxies: ReadonlySet<string>;
+
+  constructor(
+    private readonly host: AdmissionHost,
+    private readonly options: AdmissionOptions,
+  ) {
+    const { limits } = options;
+    this.budgets = new Budgets(limits);
+    if (limits.maxSocketsPerAddress > 0) this.addresses = new Tally(limits.maxSocketsPerAddress);
+    this.origin = checkOrigins(options.origins);
+    this.proxies = checkProxies(options.trustedProxies);
+  }
+
+  /** Handshakes under way: counted with the open sockets against `maxSockets`. */
+  get handshakes(): number {
+    return this.inFlight;
+  }
+
+  /**
+   * Lets an upgrade in, or answers it and destroys the socket. What it lets in must be settled
+   * with `opened` (or `release` when the WebSocket never opened) right after.
+   */
+  async admit(request: IncomingMessage, socket: Duplex): Promise<Admitted | undefined> {
+    socket.on("error", ignore); // a client gone mid-handshake is no error of ours
+    const { limits } = this.options;
+    const refuse = (reason: RefusalReason, status: number, message: string, headers = {}) => {
+      this.host.metrics.add("rollcall.gateway.refusals", 1, { reason });
+      answer(socket, status, `${reason}: ${message}`, headers);
+      return undefined;
+    };
+    if (!isWebSocketUpgrade(request)) {
+      return refuse("bad-request", 400, "not a WebSocket upgrade");
+    }
+    if (this.host.sockets() + this.inFlight >= limits.maxSockets) {
+      return refuse("too-many-sockets", 503, "the server holds all the sockets it can", {
+        "Retry-After": RETRY_AFTER.busy,
+      });
+    }
+    if (!offered(request).includes(SUBPROTOCOL)) {
+      return refuse(
+        "unsupported-protocol",
+        426,
+        `offer the subprotocol ${SUBPROTOCOL}; versions served: ${SUBPROTOCOLS.join(", ")}`,
+        { "Sec-WebSocket-Protocol": SUBPROTOCOLS.join(", ") },
+      );
+    }
+    const origin = request.headers.origin;
+    if (origin !== undefined && !sameOrigin(origin, request.headers.host)) {
+      if (!this.origin(origin, request)) return refuse("origin", 403, "origin not allowed");
+    }
+    const address = this.addresses ? clientAddress(request, this.proxies) : undefined;
+    if (address !== undefined && !this.addresses!.add(address)) {
+      return refuse("too-many-address-sockets", 429, "too many sockets from this address", {
+        "Retry-After": RETRY_AFTER.user,
+      });
+    }
+    this.inFlight += 1;
+    let identity: Identity | null | "late";
+    try {
+      identity = await this.identify(request);
+    } catch (error) {
+      this.settle(address);
+      if (!(error instanceof AuthError)) this.host.report(error);
+      const refusal =
+        error instanceof AuthError ? error : new AuthError(401, "refused", "authentication failed");
+      const challenge =
+        refusal.status === 401
+          ? {
+              "WWW-Authenticate": `Bearer error="invalid_token", error_description="${refusal.reason}"`,
+            }
+          : {};
+      return refuse(refusal.reason, refusal.status, refusal.message, challenge);
+    }
+    if (identity === "late") {
+      this.settle(address);
+      return refuse("auth-timeout", 503, "authentication took too long", {
+        "Retry-After": RETRY_AFTER.busy,
+      });
+    }
+    const rate = this.budgets.take(identity.user);
+    if (!rate) {
+      this.settle(address);
+      return refuse("too-many-user-sockets", 429, "too many sockets for this user", {
+        "Retry-After": RETRY_AFTER.user,
+      });
+    }
+    const admitted = { identity, rate, address };
+    if (this.host.closed()) {
+      this.release(admitted);
+      this.inFlight -= 1;
+      return refuse("closing", 503, "the server is closing", { "Retry-After": RETRY_AFTER.busy });
+    }
+    return admitted;
+  }
+
+  /** The handshake of an admitted upgrade is over: its socket is open (or never will be). */
+  opened(): void {
+    this.inFlight -= 1;
+  }
+
+  /** An admitted socket closed, or its handshake failed: it no longer counts. */
+  release(admitted: Admitted): void {
+    this.budgets.release(admitted.identity.user);
+    if (admitted.address !== undefined) this.addresses?.remove(admitted.address);
+  }
+
+  /** A handshake refused after it was counted. */
+  private settle(address: string | undefined): void {
+    this.inFlight -= 1;
+    if (address !== undefined) this.addresses?.remove(address);
+  }
+
+  /** The identity, checked; "late" when the hook missed its deadline. */
+  private async identify(request: IncomingMessage): Promise<Identity | "late"> {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), this.options.authTimeoutMs);
+    });
+    const authenticated = this.host.authenticate(request);
+    try {
+      const identity = await Promise.race([authenticated, deadline]);
+      if (identity === "late") {
+        authenticated.catch(() => undefined); // its answer no longer matters
+        return identity;
+      }
+      if (identity === null) throw new AuthError(401, "refused", "refused");
+      return checkIdentity(identity);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
+
+/** What a hook returned, checked: a bad identity is the hook's bug, refused and reported. */
+export function checkIdentity(identity: Identity): Identity {
+  checkId("user", identity.user);
+  const { rooms, expiresAt } = identity;
+  if (rooms !== null && !(Array.isArray(rooms) && rooms.every((r) => typeof r === "string"))) {
+    throw new TypeError(
+      `an identity's rooms must be null or a list of rooms, got ${describe(rooms)}`,
+    );
+  }
+  if (expiresAt !== undefined && expiresAt !== null && !Number.isFinite(expiresAt)) {
+    throw new TypeError(
+      `an identity's expiresAt must be ms since the epoch, got ${describe(expiresAt)}`,
+    );
+  }
+  if (typeof expiresAt === "number" && expiresAt <= Date.now()) {
+    throw new AuthError(401, "expired-token", "the identity has expired");
+  }
+  return identity;
+}
+
+/** Answers a refused upgrade with an HTTP status, then destroys the socket. */
+export function answer(
+  socket: Duplex,
+  status: number,
+  body: string,
+  headers: Record<string, string | number> = {},
+): void {
+  if (socket.destroyed) return;
+  const lines = Object.entries({
+    ...headers,
+    "Content-Type": "text/plain",
+    "Content-Length": Buffer.byteLength(body) + 1,
+    Connection: "close",
+  }).map(([name, value]) => `${name}: ${value}\r\n`);
+  socket.end(`HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\n${lines.join("")}\r\n${body}\n`, () =>
+    socket.destroy(),
+  );
+}
+
+/** One listener for every socket: a closure would keep this call's scope alive with it. */
+export function ignore(): void {}
+
+function isWebSocketUpgrade(request: IncomingMessage): boolean {
+  return (
+    request.method === "GET" &&
+    request.headers.upgrade?.toLowerCase() === "websocket" &&
+    typeof request.headers["sec-websocket-key"] === "string"
+  );
+}
+
+/** The subprotocols a request offers. */
+function offered(request: IncomingMessage): string[] {
+  const header = request.headers["sec-websocket-protocol"];
+  return header === undefined ? [] : header.split(",").map((p) => p.trim());
+}
+
+/** Same origin: the Origin's host and port are the request's Host (the scheme may differ: TLS
+ * often ends at a proxy). `Origin: null` is no origin at all. */
+export function sameOrigin(origin: string, host: string | undefined): boolean {
+  if (host === undefined) return false;
+  try {
+    const from = new URL(origin);
+    if (from.protocol !== "http:" && from.protocol !== "https:") return false;
+    return from.host === new URL(`${from.protocol}//${host}`).host;
+  } catch {
+    return false;
+  }
+}
+
+function checkOrigins(
+  origins: Origins | undefined,
+): (origin: string, request: IncomingMessage) => boolean {
+  if (origins === undefined) return () => false;
+  if (typeof origins === "function") return origins;
+  if (!Array.isArray(origins)) invalidOption("origins must be a list of origins or a function");
+  const allowed = new Set(
+    origins.map((o: unknown) => {
+      if (o === "null") return o;
+      try {
+        if (typeof o === "string" && new URL(o).origin === o) return o;
+      } catch {
+        // Refused below.
+      }
+      return invalidOption(
+        `origins must list origins like "https://app.example.com" (no path, no slash), got ${describe(o)}`,
+      );
+    }),
+  );
+  return (origin) => allowed.has(origin);
+}
+
+function checkProxies(proxies: readonly string[]): ReadonlySet<string> {
+  if (!Array.isArray(proxies)) invalidOption("trustedProxies must be a list of IP addresses");
+  for (const proxy of proxies as unknown[]) {
+    if (typeof proxy !== "string" || isIP(proxy) === 0) {
+      invalidOption(`trustedProxies must list IP addresses, got ${describe(proxy)}`);
+    }
+  }
+  return new Set(proxies.map(plainAddress));
+}
+
+/** An IPv4 address mapped into IPv6 is the IPv4 address. */
+function plainAddress(address: string): string {
+  return address.startsWith("::ffff:") && isIP(address.slice(7)) === 4 ? address.slice(7) : address;
+}
+
+/**
+ * The client's address: the peer's, unless the peer is a trusted proxy; then the last address in
+ * X-Forwarded-For that is not itself a trusted proxy (entries left of it could be forged).
+ */
+export function clientAddress(request: IncomingMessage, proxies: ReadonlySet<string>): string {
+  let address = plainAddress(request.socket.remoteAddress ?? "");
+  if (!proxies.has(address)) return address;
+  const header = request.headers["x-forwarded-for"];
+  const hops = (Array.isArray(header) ? header.join(",") : (header ?? "")).split(",");
+  for (let i = hops.length - 1; i >= 0; i--) {
+    const hop = plainAddress(hops[i]!.trim());
+    if (isIP(hop) === 0) break;
+    address = hop;
+    if (!proxies.has(hop)) break;
+  }
+  return address;
+}

@@ -1,0 +1,234 @@
+// The security suite's tools: a gateway process (test/security/server.ts), raw HTTP upgrades over
+// net sockets, protocol clients over `ws`, and what Redis holds, to show an attack wrote nothing.
+import { spawn, type ChildProcess } from "node:child_process";
+import { connect, type Socket } from "node:net";
+import { fileURLToPath } from "node:url";
+import WebSocket from "ws";
+import { BEARER_PROTOCOL, SUBPROTOCOL, type ServerFrame } from "../../src/gateway/index.js";
+import { client, redisUrl } from "../kit/redis.js";
+import { eventually } from "../kit/wait.js";
+import { SECRET } from "../kit/gateway.js";
+import type { FromServer, ServerConfig, ServerStats } from "./server.js";
+
+const SERVER = fileURLToPath(new URL("./server.ts", import.meta.url));
+const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+
+export interface GatewayProcess {
+  readonly port: number;
+  readonly url: string;
+  /** Everything the process wrote to stdout and stderr. */
+  output(): string;
+  stats(): Promise<ServerStats>;
+  stop(): Promise<void>;
+}
+
+const running = new Set<GatewayProcess>();
+
+/** Starts a gateway process; `descriptors` lowers its open-file limit (ulimit -n). */
+export async function startProcess(
+  config: Partial<ServerConfig> = {},
+  descriptors?: number,
+): Promise<GatewayProcess> {
+  const full: ServerConfig = { redisUrl: redisUrl(), mode: "jwt", secret: SECRET, ...config };
+  const node = `exec "${process.execPath}" --import tsx "${SERVER}"`;
+  const child: ChildProcess = spawn(
+    "/bin/sh",
+    ["-c", descriptors ? `ulimit -n ${descriptors} && ${node}` : node],
+    {
+      cwd: ROOT,
+      env: { ...process.env, SECURITY_GATEWAY: JSON.stringify(full) },
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
+    },
+  );
+  let output = "";
+  child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const waiting = new Map<number, (stats: ServerStats) => void>();
+  let next = 0;
+  const port = await new Promise<number>((resolve, reject) => {
+    void exited.then(() => reject(new Error(`the gateway process exited: ${output}`)));
+    child.on("message", (message: FromServer) => {
+      if (message.type === "listening") resolve(message.port);
+      else {
+        waiting.get(message.id)?.(message.stats);
+        waiting.delete(message.id);
+      }
+    });
+  });
+  const gateway: GatewayProcess = {
+    port,
+    url: `ws://127.0.0.1:${port}/presence`,
+    output: () => output,
+    stats: () =>
+      new Promise((resolve) => {
+        const id = next++;
+        waiting.set(id, resolve);
+        child.send({ type: "stats", id });
+      }),
+    async stop() {
+      running.delete(gateway);
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
+      await exited;
+    },
+  };
+  running.add(gateway);
+  return gateway;
+}
+
+/** Stops every process started, after checking none printed or reported a token it was sent. */
+export async function stopProcesses(tokens: readonly string[]): Promise<void> {
+  const processes = [...running];
+  try {
+    for (const gateway of processes) {
+      const { errors } = await gateway.stats();
+      const text = gateway.output() + errors.join("\n");
+      for (const token of tokens) {
+        if (text.includes(token)) throw new Error(`a token shows in the gateway's output: ${text}`);
+      }
+    }
+  } finally {
+    await Promise.all(processes.map((g) => g.stop()));
+  }
+}
+
+/** Waits until an asynchronous condition holds, failing after a while. */
+export async function until(check: () => Promise<boolean>, ms = 10_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("condition not met in time");
+  }
+}
+
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+  /** Resolves when the server has closed the connection. */
+  closed: Promise<void>;
+  socket: Socket;
+}
+
+/** A raw upgrade request over a net socket: what the server answers, and whether it hangs up. */
+export function rawUpgrade(
+  port: number,
+  options: { path?: string; headers?: Record<string, string>; method?: string } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {
+    Host: `127.0.0.1:${port}`,
+    Connection: "Upgrade",
+    Upgrade: "websocket",
+    "Sec-WebSocket-Version": "13",
+    "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+    "Sec-WebSocket-Protocol": SUBPROTOCOL,
+    ...options.headers,
+  };
+  for (const [name, value] of Object.entries(headers)) if (value === "") delete headers[name];
+  const request =
+    `${options.method ?? "GET"} ${options.path ?? "/presence"} HTTP/1.1\r\n` +
+    Object.entries(headers)
+      .map(([name, value]) => `${name}: ${value}\r\n`)
+      .join("") +
+    "\r\n";
+  return new Promise((resolve, reject) => {
+    const socket = connect(port, "127.0.0.1");
+    let data = "";
+    let answered = false;
+    const closed = new Promise<void>((done) => {
+      socket.once("close", () => done());
+      socket.once("end", () => done());
+    });
+    socket.on("error", () => undefined);
+    socket.once("connect", () => socket.write(request));
+    socket.on("data", (chunk: Buffer) => {
+      data += chunk.toString("latin1");
+      const end = data.indexOf("\r\n\r\n");
+      if (answered || end < 0) return;
+      const [statusLine, ...lines] = data.slice(0, end).split("\r\n");
+      const parsed = Object.fromEntries(
+        lines.map((l) => [
+          l.slice(0, l.indexOf(":")).toLowerCase(),
+          l.slice(l.indexOf(":") + 1).trim(),
+        ]),
+      );
+      const length = Number(parsed["content-length"] ?? 0);
+      if (data.length < end + 4 + length) return;
+      answered = true;
+      resolve({
+        status: Number(statusLine!.split(" ")[1]),
+        headers: parsed,
+        body: data.slice(end + 4, end + 4 + length),
+        closed,
+        socket,
+      });
+    });
+    void closed.then(() => {
+      if (!answered) reject(new Error(`closed without an answer: ${JSON.stringify(data)}`));
+    });
+  });
+}
+
+/** A protocol client over `ws`: every frame it gets, its close code. */
+export interface Peer {
+  ws: WebSocket;
+  frames: ServerFrame[];
+  closed: () => number | undefined;
+  send: (frame: unknown) => void;
+  /** Waits for the first frame of a type (and ref) from now on, or already received. */
+  next: (type: string, ref?: string) => Promise<ServerFrame>;
+}
+
+export function openPeer(
+  url: string,
+  token: string | undefined,
+  options: { headers?: Record<string, string>; via?: "protocol" | "query" | "header" } = {},
+): Promise<Peer> {
+  const via = options.via ?? "protocol";
+  const protocols = [SUBPROTOCOL];
+  const headers = { ...options.headers };
+  let target = url;
+  if (token !== undefined && via === "protocol") protocols.push(BEARER_PROTOCOL + token);
+  if (token !== undefined && via === "query") target += `?token=${encodeURIComponent(token)}`;
+  if (token !== undefined && via === "header") headers.Authorization = `Bearer ${token}`;
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(target, protocols, { headers });
+    const frames: ServerFrame[] = [];
+    let code: number | undefined;
+    ws.on("message", (data: Buffer) => frames.push(JSON.parse(data.toString()) as ServerFrame));
+    ws.on("close", (c) => (code = c));
+    ws.once("unexpected-response", (_request, response) =>
+      reject(new Error(`refused: ${response.statusCode}`)),
+    );
+    ws.once("error", reject);
+    ws.once("open", () => {
+      const peer: Peer = {
+        ws,
+        frames,
+        closed: () => code,
+        send: (frame) => ws.send(typeof frame === "string" ? frame : JSON.stringify(frame)),
+        next: async (type, ref) => {
+          const match = (f: ServerFrame) =>
+            f.type === type && (ref === undefined || ("ref" in f && f.ref === ref));
+          await eventually(() => frames.some(match) || code !== undefined, 10_000);
+          const found = frames.find(match);
+          if (!found) throw new Error(`closed (${code}) before a ${type} frame`);
+          return found;
+        },
+      };
+      resolve(peer);
+    });
+  });
+}
+
+/** What Redis holds, and how many scripts it ran: an attack that wrote nothing leaves both. */
+export async function redisWrites(): Promise<{ keys: string[]; scripts: number }> {
+  const admin = client();
+  const keys = (await admin.keys("*")).sort();
+  const stats = String(await admin.info("commandstats"));
+  const scripts = [...stats.matchAll(/cmdstat_(?:evalsha|eval|fcall)[^:]*:calls=(\d+)/g)].reduce(
+    (sum, m) => sum + Number(m[1]),
+    0,
+  );
+  admin.disconnect();
+  return { keys, scripts };
+}

@@ -1,0 +1,123 @@
+// A gateway as a process of its own, for the security suite: the suite attacks it over raw sockets
+// as a client on the internet would. Its settings come as JSON in SECURITY_GATEWAY; over IPC it
+// says where it listens, and answers `stats` with its descriptors, sockets and reported errors.
+import { readdirSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { Redis } from "ioredis";
+import {
+  AuthError,
+  bearerToken,
+  Gateway,
+  refreshOf,
+  type GatewayOptions,
+  type Identity,
+  type Limits,
+} from "../../src/gateway/index.js";
+import { Rollcall, type RollcallOptions } from "../../src/index.js";
+
+export interface ServerConfig {
+  redisUrl: string;
+  engine?: RollcallOptions;
+  /** jwt: HS256 with `secret`; hook: a cookie `session=<user>` at the upgrade, or a token
+   * `u.<user>.<expiresAt ms>.<rooms, + separated>`, at the upgrade and at a refresh. */
+  mode: "jwt" | "hook";
+  secret: string;
+  /** With mode jwt: verify with this JWKS instead of the secret. */
+  jwks?: { keys: Record<string, unknown>[] };
+  /** Attach to a server of the process's own (which also serves plain pages) instead of listen(). */
+  attach?: boolean;
+  /** The hook waits this long before answering. */
+  hookDelayMs?: number;
+  jwt?: { clockToleranceMs?: number; allowNoExpiry?: boolean };
+  origins?: string[];
+  trustedProxies?: string[];
+  authTimeoutMs?: number;
+  pingMs?: number;
+  limits?: Partial<Limits>;
+}
+
+export type FromServer =
+  { type: "listening"; port: number } | { type: "stats"; id: number; stats: ServerStats };
+
+export interface ServerStats {
+  /** Open file descriptors of the process. */
+  fds: number;
+  connections: number;
+  handshakes: number;
+  errors: string[];
+}
+
+const config = JSON.parse(process.env.SECURITY_GATEWAY ?? "") as ServerConfig;
+const redis = new Redis(config.redisUrl);
+const rollcall = new Rollcall(redis, { leaveGraceMs: 0, ...config.engine });
+await rollcall.ready();
+
+function fromToken(token: string): Identity {
+  const [kind, user, expires, rooms] = token.split(".");
+  if (kind !== "u" || !user) throw new AuthError(401, "invalid-token", "not a hook token");
+  return {
+    user,
+    rooms: rooms ? rooms.split("+") : ["*"],
+    expiresAt: expires ? Number(expires) : null,
+  };
+}
+
+const hook: GatewayOptions["authenticate"] = async (request) => {
+  if (config.hookDelayMs) await new Promise((resolve) => setTimeout(resolve, config.hookDelayMs));
+  const token = bearerToken(request);
+  if (token) return fromToken(token);
+  if (refreshOf(request)) return null;
+  const session = /(?:^|;\s*)session=([^;]+)/.exec(request.headers.cookie ?? "")?.[1];
+  return session ? { user: session, rooms: ["*"] } : null;
+};
+
+const gateway = new Gateway(rollcall, {
+  ...(config.mode === "jwt"
+    ? {
+        jwt: {
+          ...(config.jwks ? { jwks: config.jwks } : { secret: config.secret }),
+          ...config.jwt,
+        },
+      }
+    : { authenticate: hook }),
+  sweeper: false,
+  ...(config.origins ? { origins: config.origins } : {}),
+  ...(config.trustedProxies ? { trustedProxies: config.trustedProxies } : {}),
+  ...(config.authTimeoutMs ? { authTimeoutMs: config.authTimeoutMs } : {}),
+  ...(config.pingMs ? { pingMs: config.pingMs } : {}),
+  ...(config.limits ? { limits: config.limits } : {}),
+});
+const errors: string[] = [];
+gateway.on("error", (error) => errors.push(`${error.name}: ${error.message}`));
+
+let port: number;
+if (config.attach) {
+  const server = createServer((_request, response) => response.end("a page\n"));
+  gateway.attach(server);
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  port = (server.address() as AddressInfo).port;
+} else {
+  port = (await gateway.listen(0)).port;
+}
+
+process.on("message", (message: { type: string; id: number }) => {
+  if (message.type !== "stats") return;
+  const stats: ServerStats = {
+    fds: readdirSync("/proc/self/fd").length,
+    connections: gateway.connections,
+    handshakes: gateway.handshakes,
+    errors,
+  };
+  process.send?.({ type: "stats", id: message.id, stats } satisfies FromServer);
+});
+const stop = () => {
+  setTimeout(() => process.exit(0), 3_000).unref();
+  void gateway.close().finally(() => {
+    redis.disconnect();
+    process.exit(0);
+  });
+};
+process.on("disconnect", stop);
+process.on("SIGTERM", stop);
+process.send?.({ type: "listening", port } satisfies FromServer);
