@@ -31,7 +31,7 @@ describe("the Lua loader", () => {
     const scripts = loadScripts();
     const shas = [...scripts.values()].map((s) => s.sha);
     expect(new Set(shas).size).to.equal(shas.length);
-    expect(scripts.get("heartbeat")!.numberOfKeys).to.equal(6);
+    expect(scripts.get("heartbeat")!.numberOfKeys).to.equal(4);
   });
 });
 
