@@ -307,6 +307,14 @@ export class Rollcall {
     return subscriberConnection(this.redis);
   }
 
+  /**
+   * The bucket a room lives in (0 to buckets − 1): rooms of one bucket share a hash slot, and are
+   * refreshed (heartbeatMany), swept and counted together.
+   */
+  bucketOf(room: string): number {
+    return this.layout.room(checkId("room", room)).bucket;
+  }
+
   /** The pub/sub channel of a room's events (sharded: it lives in the room's hash slot). */
   channel(room: string): string {
     return this.layout.room(checkId("room", room)).channel;

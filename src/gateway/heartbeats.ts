@@ -1,7 +1,10 @@
+import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
+import type { HeartbeatResult } from "../engine/scripts/heartbeat.js";
+
 /**
- * Heartbeats every (socket, room) pair once per interval from a single timer: pairs are spread
- * over slots, one slot per tick, so 10,000 sockets are not 10,000 timers and their calls do not
- * all land on Redis in the same millisecond.
+ * Sends a set of entries once per interval from a single timer, slot by slot: the caller puts
+ * each entry in a slot (the gateway: its room's bucket), and a slot's entries go out together,
+ * so 10,000 sockets are neither 10,000 timers nor 10,000 calls landing in the same millisecond.
  */
 export class HeartbeatWheel<T> {
   private readonly slots: Set<T>[];
@@ -11,7 +14,7 @@ export class HeartbeatWheel<T> {
 
   constructor(
     private readonly intervalMs: number,
-    private readonly beat: (entry: T) => void,
+    private readonly beat: (entries: T[]) => void,
     slotCount = 20,
   ) {
     this.slots = Array.from({ length: slotCount }, () => new Set<T>());
@@ -21,12 +24,16 @@ export class HeartbeatWheel<T> {
     return this.where.size;
   }
 
-  /** Adds an entry that has just beaten: its slot is the one a full interval away. */
-  add(entry: T): void {
+  get slotCount(): number {
+    return this.slots.length;
+  }
+
+  /** Adds an entry to a slot (taken modulo the slot count). */
+  add(entry: T, slot: number): void {
     this.remove(entry);
-    const slot = (this.next + this.slots.length - 1) % this.slots.length;
-    this.slots[slot]!.add(entry);
-    this.where.set(entry, slot);
+    const at = slot % this.slots.length;
+    this.slots[at]!.add(entry);
+    this.where.set(entry, at);
   }
 
   remove(entry: T): void {
@@ -49,6 +56,42 @@ export class HeartbeatWheel<T> {
   private tick(): void {
     const slot = this.slots[this.next]!;
     this.next = (this.next + 1) % this.slots.length;
-    for (const entry of slot) this.beat(entry);
+    if (slot.size > 0) this.beat([...slot]);
+  }
+}
+
+/**
+ * Heartbeats asked for within one turn of the event loop (joins, heartbeat frames) go to the
+ * engine together: one heartbeatMany, so Redis is paid per batch when many sockets ask at once.
+ * Entries must be valid (a bad one would fail its whole batch): callers check them first.
+ */
+export class HeartbeatBatch {
+  private pending: {
+    heartbeat: Heartbeat;
+    settle: (result: HeartbeatResult | Error) => void;
+  }[] = [];
+
+  constructor(private readonly rollcall: Rollcall) {}
+
+  add(heartbeat: Heartbeat): Promise<HeartbeatResult> {
+    if (this.pending.length === 0) setImmediate(() => void this.flush());
+    return new Promise((resolve, reject) =>
+      this.pending.push({
+        heartbeat,
+        settle: (result) => (result instanceof Error ? reject(result) : resolve(result)),
+      }),
+    );
+  }
+
+  private async flush(): Promise<void> {
+    const batch = this.pending;
+    this.pending = [];
+    try {
+      const results = await this.rollcall.heartbeatMany(batch.map((b) => b.heartbeat));
+      batch.forEach((b, i) => b.settle(results[i]!));
+    } catch (error) {
+      const failure = error instanceof Error ? error : new Error(String(error));
+      for (const b of batch) b.settle(failure);
+    }
   }
 }

@@ -4,13 +4,15 @@ import { ResyncPacer } from "../protocol/backoff.js";
 import type { EventType } from "../protocol/events.js";
 import { FrameError } from "../protocol/frames.js";
 import { checkId } from "../protocol/ids.js";
+import { integer } from "../protocol/options.js";
+import { encodeState } from "../protocol/state.js";
 import type { Snapshot } from "../protocol/replica.js";
 import type { MemberState } from "../protocol/state.js";
 import { Pause } from "../runtime/background.js";
 import type { Subscriber, Subscription } from "../runtime/subscriber.js";
 import { roomAllowed, type Identity } from "./auth.js";
 import { RoomFeed, type Sink } from "./feed.js";
-import { HeartbeatWheel } from "./heartbeats.js";
+import { HeartbeatBatch, HeartbeatWheel } from "./heartbeats.js";
 import type { Beat, Session } from "./session.js";
 
 export interface RoomsOptions {
@@ -43,18 +45,26 @@ const SINK: Sink<Session> = {
  * the snapshots sockets get, the heartbeats that keep every (socket, room) present, and the
  * resyncs of a feed that lost track (from the log when it is on, else one snapshot for every
  * socket of the room, spaced out with backoff when they keep coming).
+ *
+ * Heartbeats are paid per batch: every (socket, room) pair is refreshed once per interval, the
+ * pairs of one bucket together (one heartbeatMany, at that bucket's slot of the interval), and
+ * the beats sockets ask for (joins, heartbeat frames) within one turn of the event loop together.
  */
 export class Rooms {
   private readonly rooms = new Map<string, Room>();
   private readonly wheel: HeartbeatWheel<Beat>;
+  private readonly batch: HeartbeatBatch;
 
   constructor(
     private readonly rollcall: Rollcall,
     private readonly subscriber: Subscriber,
     private readonly options: RoomsOptions,
   ) {
-    this.wheel = new HeartbeatWheel(options.heartbeatMs, ({ session, room }) => {
-      this.beat(session, room).catch((error: unknown) => options.report(error));
+    this.batch = new HeartbeatBatch(rollcall);
+    this.wheel = new HeartbeatWheel(options.heartbeatMs, (beats) => {
+      rollcall
+        .heartbeatMany(beats.map(({ session, room }) => session.heartbeat(room)))
+        .catch((error: unknown) => options.report(error));
     });
     this.wheel.start();
   }
@@ -88,8 +98,12 @@ export class Rooms {
     try {
       await entry.subscription;
       const capacity = this.options.capacity(room);
-      const beat = await this.rollcall.heartbeat(room, session.user, session.connection, {
-        state,
+      // Checked here, alone: in a batch, a bad entry would fail its neighbours too.
+      if (state !== undefined) encodeState(state, this.rollcall.settings.maxStateBytes);
+      if (capacity !== undefined) integer("capacity", capacity, 1, 1_000_000_000);
+      const beat = await this.batch.add({
+        ...session.heartbeat(room),
+        ...(state === undefined ? {} : { state }),
         ...(capacity === undefined ? {} : { capacity }),
       });
       if (beat.full) throw new FrameError("ROOM_FULL", `room ${room} is full`, ref);
@@ -100,7 +114,7 @@ export class Rooms {
     if (isNew) {
       const beat = { session, room };
       session.rooms.set(room, beat);
-      this.wheel.add(beat);
+      this.wheel.add(beat, this.rollcall.bucketOf(room));
     }
     const snapshot = snapshotOf(await this.rollcall.roster(room));
     session.send({
@@ -118,8 +132,11 @@ export class Rooms {
     await this.rollcall.leave(room, session.user, session.connection);
   }
 
-  beat(session: Session, room: string): Promise<unknown> {
-    return this.rollcall.heartbeat(room, session.user, session.connection);
+  /** A socket's heartbeat frame: every room it is in, now (in the turn's batch). */
+  async beat(session: Session): Promise<void> {
+    await Promise.all(
+      [...session.rooms.keys()].map((room) => this.batch.add(session.heartbeat(room))),
+    );
   }
 
   /** Stops the heartbeats and every room's subscription (the sockets have left). */

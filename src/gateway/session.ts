@@ -8,7 +8,7 @@ import {
   type FrameErrorCode,
   type ServerFrame,
 } from "../protocol/frames.js";
-import type { Rollcall } from "../engine/rollcall.js";
+import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
 import type { Identity } from "./auth.js";
 import type { Expiries } from "./expiries.js";
 import type { Limits, RateLimit } from "./limits.js";
@@ -73,6 +73,11 @@ export class Session {
     private readonly rate: RateLimit,
   ) {
     this.armExpiry();
+  }
+
+  /** The heartbeat of this socket's connection in a room. */
+  heartbeat(room: string): Heartbeat {
+    return { room, user: this.user, connection: this.connection };
   }
 
   /** The rooms the socket is in (made at the first join: an idle socket should cost little). */
@@ -157,7 +162,7 @@ export class Session {
         await rollcall.setState(this.inRoom(frame.room, frame.ref), this.user, frame.state);
         break;
       case "heartbeat":
-        await Promise.all([...this.rooms.keys()].map((room) => rooms.beat(this, room)));
+        await rooms.beat(this);
         break;
       case "refresh":
         await this.refresh(frame.token, frame.ref);

@@ -95,22 +95,30 @@ describe("the heartbeat wheel", () => {
   beforeEach(() => (clock = install({ toFake: ["setInterval", "clearInterval"] })));
   afterEach(() => clock.uninstall());
 
-  it("beats each entry once per interval from one timer, a new one a full interval later", () => {
-    const beats: [string, number][] = [];
-    const wheel = new HeartbeatWheel<string>(200, (e) => beats.push([e, clock.now]), 4);
+  it("beats each slot's entries together once per interval from one timer", () => {
+    const beats: [string[], number][] = [];
+    const wheel = new HeartbeatWheel<string>(200, (e) => beats.push([e.sort(), clock.now]), 4);
     wheel.start();
-    wheel.add("a");
+    wheel.add("a", 3);
+    wheel.add("c", 7); // slot 3 too: slots wrap around
     clock.tick(100);
-    wheel.add("b");
+    wheel.add("b", 1);
     clock.tick(500);
     wheel.remove("a");
     clock.tick(220);
     wheel.stop();
     clock.tick(1_000);
-    const at = (e: string) => beats.filter(([b]) => b === e).map(([, t]) => t);
-    expect(at("a")).to.deep.equal([200, 400, 600]);
-    expect(at("b")).to.deep.equal([300, 500, 700]);
-    expect(wheel.size).to.equal(1);
+    // Slot k goes out at 50 (k + 1) ms, then every 200 ms.
+    expect(beats).to.deep.equal([
+      [["a", "c"], 200],
+      [["b"], 300],
+      [["a", "c"], 400],
+      [["b"], 500],
+      [["a", "c"], 600],
+      [["b"], 700],
+      [["c"], 800],
+    ]);
+    expect(wheel.size).to.equal(2);
   });
 });
 
