@@ -97,4 +97,65 @@ describe("replies that survive a resend", () => {
       events.slice(1).map((e) => e.seq),
     );
   });
+
+  it("leave within a leave grace: leaving, once, and no leave yet", async () => {
+    const graced = new Rollcall(redis, { ...IMMEDIATE, prefix: "graced", leaveGraceMs: 60_000 });
+    const graceEvents = await listen([graced.channel("room")]);
+    await graced.heartbeat("room", "ann", "c");
+    const result = await lostReply("ann", () => graced.leave("room", "ann", "c"));
+    expect(result).to.deep.equal({ removed: true, left: false, leaving: true, event: null });
+    await caughtUp(graceEvents);
+    expect(graceEvents.map((e) => e.type)).to.deep.equal(["join"]);
+    expect((await graced.roster("room")).members[0]?.leavingAt).to.be.a("number");
+  });
+
+  it("heartbeatMany: every entry's result, each event once", async () => {
+    // ann present with a state, bob present, cy absent; a full room for dan.
+    await rc.heartbeat("room", "ann", "c", { state: { s: "here" } });
+    await rc.heartbeat("room", "bob", "c");
+    await rc.heartbeat("room", "bob", "c"); // past its first beat: bob's next one is steady
+    await rc.heartbeat("small", "eve", "c");
+    const batch = [
+      { room: "room", user: "bob", connection: "c" }, // steady
+      { room: "room", user: "cy", connection: "c" }, // joins
+      { room: "room", user: "ann", connection: "c", state: { s: "away" } }, // update
+      { room: "small", user: "dan", connection: "c", capacity: 1 }, // full
+    ];
+    // Each room's channel, to count what was published; the batch goes in one call when both
+    // rooms share a bucket, else one per bucket (the proxy drops the first reply naming cy).
+    const small = await listen([rc.channel("small")]);
+    const results = await lostReply("cy", () => rc.heartbeatMany(batch));
+    await caughtUp(events);
+    await caughtUp(small);
+    expect(ofType("join").map((e) => e.user)).to.deep.equal(["ann", "bob", "cy"]);
+    expect(ofType("update").map((e) => e.user)).to.deep.equal(["ann"]);
+    expect(small.map((e) => e.type)).to.deep.equal([]);
+    const join = ofType("join")[2]!;
+    const update = ofType("update")[0]!;
+    expect(results).to.deep.equal([
+      { joined: false, full: false, event: null },
+      { joined: true, full: false, event: { epoch: join.epoch, seq: join.seq } },
+      { joined: false, full: false, event: { epoch: update.epoch, seq: update.seq } },
+      { joined: false, full: true, event: null },
+    ]);
+  });
+
+  it("heartbeatMany: a batch of steady entries and joins, resent, joins no one twice", async () => {
+    const users = Array.from({ length: 40 }, (_, i) => `u${i}`);
+    for (const user of users.slice(0, 20)) {
+      await rc.heartbeat("room", user, "c");
+      await rc.heartbeat("room", user, "c");
+    }
+    const results = await lostReply("u39", () =>
+      rc.heartbeatMany(users.map((user) => ({ room: "room", user, connection: "c" }))),
+    );
+    await caughtUp(events);
+    expect(ofType("join")).to.have.length(40);
+    expect(results.map((r) => r.joined)).to.deep.equal(users.map((_, i) => i >= 20));
+    const seqs = new Map(ofType("join").map((e) => [e.user, e.seq]));
+    expect(results.slice(20).map((r) => r.event?.seq)).to.deep.equal(
+      users.slice(20).map((u) => seqs.get(u)),
+    );
+    expect(await rc.count("room")).to.deep.equal({ users: 40, connections: 40, typing: 0 });
+  });
 });
