@@ -281,6 +281,11 @@ async function scenario(
         const users = roster.members.map((m) => m.user);
         if (JSON.stringify(users) !== JSON.stringify(gatewayUsersOf(room)) || roster.typing.length)
           return `${room}: ${users.join(",")} typing ${roster.typing.join(",")}`;
+        // The counts the scripts keep agree with the roster.
+        const counts = await probe.count(room);
+        const connections = roster.members.reduce((n, m) => n + m.connections, 0);
+        if (counts.users !== roster.count || counts.connections !== connections || counts.typing)
+          return `${room}: counts ${JSON.stringify(counts)}, roster ${roster.count}/${connections}`;
       }
       return null;
     }, "expiry of the writers' users");
@@ -310,6 +315,15 @@ async function scenario(
       }
       return null;
     }, "the empty end");
+    // With nobody left, every bucket's counts are back to nothing: no change was counted twice
+    // or lost, whatever the fault did.
+    await converge(async () => {
+      for (const b of await probe.stats()) {
+        if (b.rooms || b.users || b.connections || b.typing)
+          return `bucket ${b.bucket}: ${JSON.stringify(b)}`;
+      }
+      return null;
+    }, "the buckets' counts");
 
     // Every entry the log holds is handled, and pub/sub delivered each room's last one (the quiet
     // end came after the cluster healed).
