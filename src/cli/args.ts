@@ -13,9 +13,12 @@ Commands:
   watch ROOM            a live tail of the room's events, each with the roster after it (Ctrl-C ends)
   stats [--json]        rooms, users, connections, typing, due backlog and sweeper lag per bucket
   sweep                 one sweeper pass: expires and announces everything overdue
-  check [SETTINGS]      compares settings with the deployment's, storing nothing; SETTINGS are
+  check [SETTINGS] [--reconcile]
+                        compares settings with the deployment's, storing nothing; SETTINGS are
                         --presence-window-ms N --typing-window-ms N --buckets N --key-ttl-ms N
-                        --leave-grace-ms N --log-length N, the library's defaults for those not given
+                        --leave-grace-ms N --log-length N, the library's defaults for those not given;
+                        --reconcile then counts every room anew (after keys expired unannounced,
+                        or data was lost) and prints the counts before and after
 
 Options:
   --redis URL           a single Redis (default: $REDIS_URL, else redis://127.0.0.1:6379)
@@ -52,7 +55,7 @@ const COMMANDS = {
   watch: { args: ["ROOM"], options: [] },
   stats: { args: [], options: ["json"] },
   sweep: { args: [], options: [] },
-  check: { args: [], options: Object.keys(CHECKED) },
+  check: { args: [], options: [...Object.keys(CHECKED), "reconcile"] },
 } as const satisfies Record<string, { args: readonly string[]; options: readonly string[] }>;
 
 export type CommandName = keyof typeof COMMANDS;
@@ -62,6 +65,7 @@ export type CommandName = keyof typeof COMMANDS;
 const OPTIONS = {
   ...GLOBAL,
   json: { type: "boolean" },
+  reconcile: { type: "boolean" },
   "presence-window-ms": { type: "string" },
   "typing-window-ms": { type: "string" },
   buckets: { type: "string" },
@@ -84,6 +88,8 @@ export interface Command {
   /** The command's positional arguments (ROOM). */
   readonly args: readonly string[];
   readonly json: boolean;
+  /** check: count every room anew after the comparison. */
+  readonly reconcile: boolean;
   /** check's settings, by RollcallOptions name. */
   readonly settings: Partial<Record<(typeof CHECKED)[keyof typeof CHECKED], number>>;
   readonly target: Target;
@@ -141,6 +147,7 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
     command,
     args,
     json: values.json === true,
+    reconcile: values.reconcile === true,
     settings,
     target: target(values),
   };

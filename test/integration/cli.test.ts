@@ -237,6 +237,36 @@ describe("the rollcall CLI", function () {
       expect(await client().exists("rollcall:deployment")).to.equal(0);
     });
 
+    it("reconciles the counts with --reconcile: a room whose keys expired unannounced is no longer counted", async () => {
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
+      await rc.heartbeat("doc-1", "ann", "c1");
+      await rc.heartbeat("doc-1", "ann", "c2");
+      await rc.heartbeat("doc-2", "bob", "c1");
+      // What the safety-net expiry does to a room nobody swept: its keys go, unannounced.
+      await client().del(rc.layout.room("doc-1").keys[0]);
+      const { code, stdout } = await cli([
+        "check",
+        "--leave-grace-ms",
+        "0",
+        "--presence-window-ms",
+        "1000",
+        "--typing-window-ms",
+        "300",
+        "--key-ttl-ms",
+        "3000",
+        "--reconcile",
+      ]);
+      expect(code).to.equal(0);
+      expect(stdout.trimEnd().split("\n")).to.deep.equal([
+        "the settings agree with rollcall:deployment",
+        "counts reconciled in 16 of 16 buckets",
+        "  before: 2 rooms, 2 users, 3 connections, 0 typing",
+        "  after:  1 rooms, 1 users, 1 connections, 0 typing",
+      ]);
+      const stats = await json<Stats>(["stats", "--json"]);
+      expect(stats.total).to.include({ rooms: 1, users: 1, connections: 1, typing: 0 });
+    });
+
     it("refuses settings the library would refuse (exit 2)", async () => {
       const { code, stderr } = await cli(["check", "--typing-window-ms", "60000"]);
       expect(code).to.equal(2);

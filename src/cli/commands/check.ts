@@ -2,16 +2,25 @@ import { deploymentKey, storedSettings } from "../../engine/deployment.js";
 import { deploymentFields, differences, resolveSettings } from "../../engine/settings.js";
 import { InvalidInputError } from "../../protocol/errors.js";
 import type { Command } from "../args.js";
-import { withClient } from "../connect.js";
+import { deploymentRollcall, withClient } from "../connect.js";
 import { badValue } from "../errors.js";
 import { paint, print } from "../format.js";
+import { sum } from "./stats.js";
 
 /**
- * `check [SETTINGS]`: the given settings (the library's defaults for the rest) against the
- * deployment's, storing nothing. Nothing stored yet is a pass: the first instance to start
- * stores its own, so any valid settings would be accepted.
+ * `check [SETTINGS] [--reconcile]`: the given settings (the library's defaults for the rest)
+ * against the deployment's, storing nothing. Nothing stored yet is a pass: the first instance to
+ * start stores its own, so any valid settings would be accepted. With --reconcile, the counts are
+ * then brought back to what the rooms hold.
  */
-export async function check({ settings, target }: Command): Promise<number> {
+export async function check(command: Command): Promise<number> {
+  const status = await compare(command);
+  if (command.reconcile && status !== 2) await reconcile(command);
+  return status === 1 ? 1 : 0;
+}
+
+/** 0: the settings agree; 1: they differ; 2: nothing is stored. */
+async function compare({ settings, target }: Command): Promise<number> {
   let ours: string[];
   try {
     ours = deploymentFields(resolveSettings({ ...settings, prefix: target.prefix }));
@@ -23,7 +32,7 @@ export async function check({ settings, target }: Command): Promise<number> {
   const key = deploymentKey(target.prefix);
   if (stored.length === 0) {
     print(`nothing stored in ${key} yet: the first instance to start stores its settings`);
-    return 0;
+    return 2;
   }
   const found = differences(stored, ours);
   if (found.length === 0) {
@@ -33,4 +42,18 @@ export async function check({ settings, target }: Command): Promise<number> {
   print(paint("red", `the settings differ from ${key} ("there" is stored, "here" given):`));
   found.forEach((difference) => print(`  ${difference}`));
   return 1;
+}
+
+async function reconcile({ target }: Command): Promise<void> {
+  await withClient(target, async (client) => {
+    const rollcall = await deploymentRollcall(client, target.prefix);
+    const before = sum(await rollcall.stats());
+    const buckets = await rollcall.reconcile();
+    const after = sum(await rollcall.stats());
+    const line = (c: typeof before) =>
+      `${c.rooms} rooms, ${c.users} users, ${c.connections} connections, ${c.typing} typing`;
+    print(`counts reconciled in ${buckets} of ${rollcall.settings.buckets} buckets`);
+    print(`  before: ${line(before)}`);
+    print(`  after:  ${line(after)}`);
+  });
 }

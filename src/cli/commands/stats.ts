@@ -18,7 +18,8 @@ export async function stats({ json, target }: Command): Promise<number> {
   return 0;
 }
 
-function sum(buckets: readonly BucketStats[]): Counts {
+/** The buckets added up: their counts and backlogs, and the longest lag. */
+export function sum(buckets: readonly BucketStats[]): Counts {
   const total: Counts = { rooms: 0, users: 0, connections: 0, typing: 0, backlog: 0, lagMs: null };
   for (const b of buckets) {
     total.rooms += b.rooms;
