@@ -200,9 +200,30 @@ export class Rollcall {
     return this.published("update", result);
   }
 
-  /** The room's members and typists as one snapshot, consistent with the events at `seq`. */
-  async roster(room: string): Promise<Roster> {
-    return this.read(roster, room, { room, limit: this.settings.rosterLimit });
+  /**
+   * The room's members and typists, consistent with the events at `seq`: the whole room when it
+   * holds at most `rosterLimit` members, else its first page, and the next with `cursor`. Redis
+   * copies the records as stored; they are decoded here.
+   */
+  async roster(room: string, options?: { cursor?: string }): Promise<Roster> {
+    const { cursor = "" } = knownKeys(options, ["cursor"]);
+    if (typeof cursor !== "string" || cursor.length > 300) {
+      invalidOption("cursor must be what a roster() page returned");
+    }
+    const { rosterLimit: limit, leaveGraceMs } = this.settings;
+    return this.read(roster, room, { room, limit, cursor, leaveGraceMs });
+  }
+
+  /**
+   * Every page of the room's roster, one call each (one page for a room of at most rosterLimit
+   * members). Each is consistent with its own seq: a Replica assembles them (installPages).
+   */
+  async rosterPages(room: string): Promise<Roster[]> {
+    const pages = [await this.roster(room)];
+    for (let cursor = pages[0]!.cursor; cursor !== null; cursor = pages.at(-1)!.cursor) {
+      pages.push(await this.roster(room, { cursor }));
+    }
+    return pages;
   }
 
   /** The room's members, connections and typists, as counted by the calls that change them. */

@@ -14,6 +14,8 @@ export interface Script<Input, Output> {
   readonly name: string;
   /** The script's outcomes by code (0, 1, …), named as lua/<name>-N.lua names them. */
   readonly outcomes?: readonly string[];
+  /** Its reply holds binary strings: they come as Buffers (read with Reply.str where text). */
+  readonly binary?: boolean;
   args(input: Input): Arg[];
   decode(reply: Reply, input: Input): Output;
 }
@@ -32,13 +34,14 @@ export class Reply {
   /** An integer (RESP integers arrive as numbers; strings are coerced, floats refused). */
   int(index: number): number {
     const value = this.values[index];
-    const n = typeof value === "string" ? Number(value) : value;
+    const n = typeof value === "string" || Buffer.isBuffer(value) ? Number(String(value)) : value;
     if (typeof n !== "number" || !Number.isSafeInteger(n)) this.unexpected(`integer at ${index}`);
     return n;
   }
 
   str(index: number): string {
     const value = this.values[index];
+    if (Buffer.isBuffer(value)) return value.toString("utf8");
     if (typeof value !== "string") this.unexpected(`string at ${index}`);
     return value;
   }
@@ -111,7 +114,8 @@ export class Scripts {
         `rollcall: ${script.name} takes ${source.numberOfKeys} keys, not ${keys.length}`,
       );
     }
-    const command = (this.client as unknown as Record<string, Command>)[commandName(source)]!;
+    const name = commandName(source) + (script.binary ? "Buffer" : "");
+    const command = (this.client as unknown as Record<string, Command>)[name]!;
     let reply: unknown;
     try {
       reply = await command.call(this.client, ...keys, ...shared, ...script.args(input));

@@ -117,6 +117,11 @@ export class Sequencer {
     return this.held !== null;
   }
 
+  /** The events held while a snapshot is awaited, in the order they came. */
+  get pending(): readonly PresenceEvent[] {
+    return this.held ?? [];
+  }
+
   /** Holds events from now on: they may be incomplete (a lost connection) until a snapshot. */
   hold(): void {
     this.held ??= [];

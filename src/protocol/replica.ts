@@ -121,6 +121,17 @@ export class Replica {
   }
 
   /**
+   * Installs a roster read in pages (Rollcall.rosterPages), each consistent with its own seq: the
+   * whole of it as of the last page's seq, brought there with the events held meanwhile (see
+   * assemble). When they leave a gap it stays holding, and asks for another read.
+   */
+  installPages(pages: readonly Snapshot[]): Outcome {
+    if (pages.length === 1) return this.install(pages[0]!);
+    const whole = assemble(pages, this.events.pending);
+    return whole ? this.install(whole) : this.outcome([], true);
+  }
+
+  /**
    * Events read back from the log after a gap, in order: applied with the held ones. If they do
    * not close the gap (the log no longer held them all), a snapshot is still needed.
    */
@@ -136,32 +147,11 @@ export class Replica {
   }
 
   private apply(event: PresenceEvent): RosterChange {
-    const { user } = event;
-    switch (event.type) {
-      case "join":
-        this.members.set(user, member({ user, joinedAt: event.at, state: event.state }));
-        this.count = event.count;
-        break;
-      case "leave":
-        this.members.delete(user);
-        this.typists.delete(user);
-        this.count = event.count;
-        break;
-      case "typing-start":
-        this.typists.add(user);
-        break;
-      case "typing-stop":
-        this.typists.delete(user);
-        break;
-      case "update": {
-        const known = this.members.get(user);
-        if (known) this.members.set(user, member({ ...known, state: event.state }));
-        break;
-      }
-    }
+    const count = applyEvent({ members: this.members, typists: this.typists }, event);
+    if (count !== undefined) this.count = count;
     if (event.log !== undefined) this.logId = event.log;
     this.view = undefined;
-    return { type: event.type, user, event };
+    return { type: event.type, user: event.user, event };
   }
 
   private render(): ReplicaRoster {
@@ -178,6 +168,85 @@ export class Replica {
 }
 
 const NOTHING: Outcome = Object.freeze({ changes: Object.freeze([]), resync: false });
+
+/** A replica's members and typists, as an event changes them. */
+interface RosterState {
+  members: Map<string, ReplicaMember>;
+  typists: Set<string>;
+}
+
+/** What one event does to a roster; returns the room's count when the event says it. */
+function applyEvent({ members, typists }: RosterState, event: PresenceEvent): number | undefined {
+  const { user } = event;
+  switch (event.type) {
+    case "join":
+      members.set(user, member({ user, joinedAt: event.at, state: event.state }));
+      return event.count;
+    case "leave":
+      members.delete(user);
+      typists.delete(user);
+      return event.count;
+    case "typing-start":
+      typists.add(user);
+      return undefined;
+    case "typing-stop":
+      typists.delete(user);
+      return undefined;
+    case "update": {
+      const known = members.get(user);
+      if (known) members.set(user, member({ ...known, state: event.state }));
+      return undefined;
+    }
+  }
+}
+
+/**
+ * A whole roster from its pages, each consistent with its own seq (the first page's is the
+ * lowest), and the room's events seen meanwhile: each member as the last page that listed it
+ * shows it, brought to the last page's seq with its events after that page's; a member no page
+ * listed, with its events after the first page's. (A page lists every member present throughout
+ * its read; one that came or went meanwhile is settled by its events.) Null when the events do
+ * not hold every number in between, or the pages span epochs: read again.
+ */
+export function assemble(
+  pages: readonly Snapshot[],
+  events: readonly PresenceEvent[],
+): Snapshot | null {
+  const first = pages[0]!;
+  const last = pages.at(-1)!;
+  if (pages.some((p) => p.epoch !== first.epoch || p.seq < first.seq)) return null;
+  const base = { room: first.room, epoch: last.epoch, seq: last.seq, count: last.count };
+  if (last.count === 0) return { ...base, members: [], typing: [] };
+  const between = new Map<number, PresenceEvent>();
+  for (const e of events) {
+    if (e.epoch === first.epoch && e.seq > first.seq && e.seq <= last.seq) between.set(e.seq, e);
+  }
+  const chain = [...between.values()].sort((a, b) => a.seq - b.seq);
+  let prev = first.seq;
+  let count = first.count;
+  for (const e of chain) {
+    if (e.prev !== prev && !(e.prev === 0 && count === 0)) return null;
+    prev = e.seq;
+    if (e.type === "join" || e.type === "leave") count = e.count;
+  }
+  if (prev !== last.seq) return null;
+
+  const listedAt = new Map<string, number>();
+  const state: RosterState = { members: new Map(), typists: new Set() };
+  for (const page of pages) {
+    const typing = new Set(page.typing);
+    for (const m of page.members) {
+      listedAt.set(m.user, page.seq);
+      state.members.set(m.user, member(m));
+      if (typing.has(m.user)) state.typists.add(m.user);
+      else state.typists.delete(m.user);
+    }
+  }
+  for (const e of chain) if (e.seq > (listedAt.get(e.user) ?? first.seq)) applyEvent(state, e);
+  const members = [...state.members.values()].sort((a, b) => compareIds(a.user, b.user));
+  const typing = members.filter((m) => state.typists.has(m.user)).map((m) => m.user);
+  return { ...base, members, typing, ...(last.log === undefined ? {} : { log: last.log }) };
+}
 
 function member({ user, joinedAt, state }: ReplicaMember): ReplicaMember {
   return Object.freeze({ user, joinedAt, state });

@@ -31,7 +31,8 @@ interface RoomWatchEvents {
  * A gap, another epoch or a lost subscriber connection means something was missed: it takes a
  * new snapshot and reports the difference as changes. Created by `Subscriber.watch()`.
  *
- * Exact for rooms of up to `rosterLimit` members: a snapshot lists no more than that.
+ * A room past `rosterLimit` members is read in pages, each consistent with its own seq, and
+ * assembled with the events that came meanwhile (Replica.installPages).
  */
 export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   private readonly replica: Replica;
@@ -143,7 +144,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
       try {
         if (reason === "gap" && (await this.recover())) continue;
         this.replica.requestSnapshot();
-        snapshot = await this.subscriber.rollcall.roster(this.room);
+        snapshot = await this.subscriber.rollcall.rosterPages(this.room);
       } catch (error) {
         if (!this.started) throw error;
         this.subscriber.report(error);
@@ -173,9 +174,9 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     return true;
   }
 
-  private install(snapshot: Parameters<Replica["install"]>[0], reason: SyncReason): void {
+  private install(pages: Parameters<Replica["installPages"]>[0], reason: SyncReason): void {
     this.started = true;
-    const outcome = this.replica.install(snapshot);
+    const outcome = this.replica.installPages(pages);
     // Taken while the connection is down, it is the best view there is, but not a synced one:
     // events are held again until the connection is back and the next snapshot comes.
     if (this.lost) this.replica.hold();

@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { Rollcall, type SweepCounts } from "../../src/index.js";
+import { type Roster, Rollcall, type SweepCounts } from "../../src/index.js";
 import { caughtUp, IMMEDIATE, client, listen, redisNow } from "../kit/redis.js";
 import { eventually, sleep } from "../kit/wait.js";
 
@@ -267,6 +267,47 @@ describe("Rollcall", () => {
       const roster = await rc.roster("room");
       expect(roster.count).to.equal(5);
       expect(roster.members.map((m) => m.user)).to.deep.equal(["a", "b", "c"]);
+    });
+
+    it("pages a room past rosterLimit: every member listed once, pages by id while it is compact", async () => {
+      const rc = new Rollcall(client(), { ...IMMEDIATE, rosterLimit: 7 });
+      const users = Array.from({ length: 30 }, (_, i) => `u${String(i).padStart(2, "0")}`);
+      await rc.heartbeatMany(users.map((user) => ({ room: "room", user, connection: "c" })));
+      const pages = [];
+      let cursor: string | null = "";
+      while (cursor !== null) {
+        const page: Roster = await rc.roster("room", cursor === "" ? {} : { cursor });
+        pages.push(page);
+        cursor = page.cursor;
+      }
+      expect(pages.map((p) => p.members.length)).to.deep.equal([7, 7, 7, 7, 2]);
+      expect(pages.flatMap((p) => p.members.map((m) => m.user))).to.deep.equal(users);
+      expect(new Set(pages.map((p) => `${p.seq}/${p.count}`))).to.deep.equal(new Set(["30/30"]));
+    });
+
+    it("pages a big room with HSCAN: members present throughout all listed while others come and go", async () => {
+      const rc = new Rollcall(client(), { ...IMMEDIATE, rosterLimit: 200 });
+      const stay = Array.from({ length: 1_000 }, (_, i) => `stay${i}`);
+      const churn = Array.from({ length: 400 }, (_, i) => `churn${i}`);
+      const beat = (user: string) => ({ room: "big", user, connection: "c" });
+      await rc.heartbeatMany([...stay, ...churn.slice(0, 200)].map(beat));
+      const seen = new Set<string>();
+      const seqs: number[] = [];
+      let cursor: string | null = "";
+      for (let page = 0; cursor !== null; page++) {
+        const r: Roster = await rc.roster("big", cursor === "" ? {} : { cursor });
+        r.members.forEach((m) => seen.add(m.user));
+        seqs.push(r.seq);
+        cursor = r.cursor;
+        // Between pages, some leave and others join.
+        await rc.leave("big", churn[page]!, "c");
+        await rc.heartbeat("big", churn[200 + page]!, "c");
+      }
+      expect(stay.filter((user) => !seen.has(user))).to.deep.equal([]);
+      expect(seqs.length).to.be.greaterThan(4);
+      // Each page names the seq it is consistent with: they grow with the churn between pages.
+      expect([...seqs].sort((a, b) => a - b)).to.deep.equal(seqs);
+      expect(seqs[0]).to.be.lessThan(seqs.at(-1)!);
     });
 
     it("carries at most eventRosterLimit users in join events, with the exact count", async () => {

@@ -10,6 +10,7 @@ import {
   type SyncReason,
 } from "../../src/index.js";
 import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
+import { compareIds } from "../../src/protocol/ids.js";
 import type { Snapshot } from "../../src/protocol/replica.js";
 import type { RollcallOptions } from "../../src/engine/settings.js";
 import { useCluster } from "../kit/cluster.js";
@@ -209,6 +210,47 @@ describe("RoomWatch", () => {
     expect(syncs).to.deep.equal([]);
     await expectConverged(other, [watch]);
   });
+
+  for (const [size, limit] of [
+    [150, 40],
+    [700, 150],
+  ] as const) {
+    it(`follows a room of ${size} read in pages of ${limit} while members come and go between pages`, async () => {
+      const options = { ...IMMEDIATE, rosterLimit: limit };
+      const other = new Rollcall(client(), options);
+      const users = Array.from({ length: size }, (_, i) => `u${i}`);
+      await other.heartbeatMany(users.map((user) => ({ room: "big", user, connection: "c" })));
+      let page = 0;
+      // Between the pages of the first read: a leave, a join, a typist, an update.
+      class Churning extends Rollcall {
+        override async roster(room: string, o?: { cursor?: string }): Promise<Roster> {
+          const result = await super.roster(room, o);
+          const i = page++;
+          await other.leave(room, users[i]!, "c");
+          await other.heartbeat(room, `new${i}`, "c");
+          await other.startTyping(room, users[size - 1 - i]!);
+          await other.setState(room, users[size - 2 - i]!, { s: i });
+          return result;
+        }
+      }
+      const { subscriber } = watcher({}, new Churning(client(), options));
+      const { watch } = await watched(subscriber, "big");
+      expect(page, "pages read").to.be.greaterThan(2);
+      page = Number.NaN; // no more churn: reads from now on are quiet
+      const pages = await other.rosterPages("big");
+      expect(new Set(pages.map((p) => p.seq)).size, "a quiet read").to.equal(1);
+      const whole = pages.flatMap((p) => p.members.map((m) => m.user));
+      await eventually(() => {
+        expect(watch.roster.members.map((m) => m.user)).to.deep.equal(
+          [...new Set(whole)].sort(compareIds),
+        );
+        expect(watch.roster.count).to.equal(pages[0]!.count);
+        expect(watch.synced).to.equal(true);
+        return true;
+      });
+      expect(watch.roster.typing).to.have.length.greaterThan(2);
+    });
+  }
 
   it("resyncs after its subscriber connection is killed while events flow, and converges", async () => {
     const writer = new Rollcall(client(), IMMEDIATE);

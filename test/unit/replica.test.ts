@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { Replica, type Snapshot } from "../../src/protocol/replica.js";
+import { assemble, Replica, type Snapshot } from "../../src/protocol/replica.js";
 
 const EPOCH = "e1";
 let at = 1_000;
@@ -174,5 +174,63 @@ describe("the replica", () => {
     const expected = [...ids].sort((x, y) => (bytes(x) < bytes(y) ? -1 : 1));
     expect(users(r)).to.deep.equal(expected);
     expect(users(r)).to.deep.equal(["Z", "a", "b", "é", "\uFF5E", "\u{1F600}"]);
+  });
+});
+
+describe("a roster read in pages", () => {
+  /** A page at `seq` listing `users` (count: the room's members then). */
+  const page = (seq: number, count: number, listed: string[], typists: string[] = []) => ({
+    ...snapshot(seq, listed, typists),
+    count,
+  });
+
+  it("is the pages' union when every page has one seq", () => {
+    const whole = assemble([page(5, 4, ["a", "b"]), page(5, 4, ["c", "d"], ["d"])], []);
+    expect(whole?.members.map((m) => m.user)).to.deep.equal(["a", "b", "c", "d"]);
+    expect(whole).to.include({ seq: 5, count: 4 });
+    expect(whole?.typing).to.deep.equal(["d"]);
+  });
+
+  it("brings each member to the last page's seq with its events after its own page's", () => {
+    // Page 1 at 5 lists a, b; then b leaves (6), e joins (7), a types (8); page 2 at 8 lists c,
+    // d and e (e came in d's part of the room, after page 1).
+    const events = [leave("b", 6, 5, 3), join("e", 7, 6, 4), typing("a", 8, 7, true)];
+    const whole = assemble([page(5, 4, ["a", "b"]), page(8, 4, ["c", "d", "e"])], events);
+    expect(whole?.members.map((m) => m.user)).to.deep.equal(["a", "c", "d", "e"]);
+    expect(whole).to.include({ seq: 8, count: 4 });
+    expect(whole?.typing).to.deep.equal(["a"]);
+  });
+
+  it("settles a member no page listed with its events, and one listed late by its page alone", () => {
+    // x joined at 6 in page 1's part (after it was read): no page lists x. y left at 7 in page
+    // 2's part before it was read: listed nowhere. z joined at 6 and is listed by page 2 (at 7).
+    const events = [join("x", 6, 5, 3), leave("y", 7, 6, 2)];
+    const whole = assemble(
+      [page(5, 2, ["a"]), page(7, 2, ["z"])],
+      [...events, join("z", 6, 5, 3)].filter((e) => e.user !== "z"),
+    );
+    expect(whole?.members.map((m) => m.user)).to.deep.equal(["a", "x", "z"]);
+  });
+
+  it("says it cannot when the events between the pages have a gap, or the pages span epochs", () => {
+    const pages = [page(5, 2, ["a"]), page(8, 2, ["b"])];
+    expect(assemble(pages, [join("c", 6, 5, 3), leave("c", 8, 7, 2)])).to.equal(null);
+    expect(assemble([page(5, 1, ["a"]), { ...page(5, 1, ["b"]), epoch: "e2" }], [])).to.equal(null);
+  });
+
+  it("installs into a replica with the events it held, and resyncs when they fall short", () => {
+    const r = new Replica("r");
+    r.requestSnapshot();
+    r.receive(join("e", 7, 6, 4));
+    r.receive(leave("b", 6, 5, 3));
+    r.receive(typing("e", 9, 8, true)); // 8 was missed: after the pages, a gap
+    const outcome = r.installPages([page(5, 4, ["a", "b"]), page(7, 4, ["c", "d", "e"])]);
+    expect(users(r)).to.deep.equal(["a", "c", "d", "e"]);
+    expect(r.roster.seq).to.equal(7);
+    expect(outcome.resync).to.equal(true);
+    const short = new Replica("r");
+    short.requestSnapshot();
+    expect(short.installPages([page(5, 2, ["a"]), page(8, 2, ["b"])]).resync).to.equal(true);
+    expect(short.holding).to.equal(true);
   });
 });
