@@ -323,6 +323,22 @@ export class Rollcall {
     return new LogGroup(this.redis, this.layout, group, consumer, onError);
   }
 
+  /**
+   * @internal The key that signs what a bucket's scripts publish on its rooms' channels, with the
+   * epoch it belongs to (each epoch makes its own inside Redis: lua/include/events.lua), or null
+   * before the bucket's first event.
+   */
+  async channelKeyOf(bucket: number): Promise<{ epoch: string; key: string } | null> {
+    let stored: (string | null)[];
+    try {
+      stored = await this.redis.hmget(this.layout.seq(bucket), "epoch", "mk");
+    } catch (error) {
+      throw new RedisCallError("channel key", error);
+    }
+    const [epoch, key] = stored;
+    return epoch && key ? { epoch, key } : null;
+  }
+
   /** @internal A connection of its own for a Subscriber's channels. */
   subscriberConnection(): Client {
     return subscriberConnection(this.redis);

@@ -105,7 +105,11 @@ export function checkEvent(value: unknown): PresenceEvent {
   return e as unknown as PresenceEvent;
 }
 
-/** Parses one published message; anything that is not a rollcall v2 event is an error. */
+/**
+ * Parses one published message; anything that is not a rollcall v2 event is an error. A message
+ * from a room's channel ends with a "mac" (the deployment's signature, which a Subscriber checks
+ * before it believes the message): it is not part of the event, and is left out.
+ */
 export function parseEvent(message: string): PresenceEvent {
   let value: unknown;
   try {
@@ -113,5 +117,6 @@ export function parseEvent(message: string): PresenceEvent {
   } catch {
     throw new UnexpectedReplyError("event (not JSON)", message);
   }
+  if (typeof value === "object" && value !== null) delete (value as { mac?: unknown }).mac;
   return checkEvent(value);
 }

@@ -2,6 +2,7 @@ import { EventEmitter } from "node:events";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { Client } from "../engine/script.js";
 import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
+import { signedBy } from "../engine/signature.js";
 import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../protocol/events.js";
 import { callback, describe, knownKeys } from "../protocol/options.js";
 import { backoff } from "../protocol/backoff.js";
@@ -9,6 +10,16 @@ import { Pause, reportError } from "./background.js";
 import { RoomWatch } from "./watch.js";
 
 export type PresenceListener = (event: PresenceEvent) => void;
+
+/** Least time between two reads of a bucket's channel key. */
+const KEY_READS_MS = 1_000;
+/** Messages held while a bucket's key is read, at most. */
+const MAX_QUEUED = 10_000;
+
+/** The epoch a message names, read without believing anything else of it. */
+function epochOf(message: string): string | null {
+  return /"epoch":"([0-9a-f]+)"/.exec(message)?.[1] ?? null;
+}
 
 export interface SubscribeOptions {
   /** Deliver only these types, e.g. `["join", "leave"]`. Default: every type. */
@@ -67,6 +78,10 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   private readonly relay: NonNullable<SubscriberOptions["relay"]>;
   private lost = false;
   private resubscribing = false;
+  /** Per bucket: the key its messages are signed with, for which epoch, read when. */
+  private readonly keys = new Map<number, { epoch: string; key: string; at: number }>();
+  /** Per bucket whose key is being read: the messages waiting for it, in order. */
+  private readonly reading = new Map<number, [name: string, message: string][]>();
   private readonly pause = new Pause();
   private isClosed = false;
 
@@ -164,13 +179,59 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
     reportError(this, error);
   }
 
+  /**
+   * Checks each message's signature with its bucket's key for the epoch it names, read from Redis
+   * when an epoch is new here (at the start, after a failover or a restart). While it is read, the
+   * bucket's messages wait, in order. Reads are at least KEY_READS_MS apart: a flood of messages
+   * naming forged epochs costs one read per bucket and second, and delays but never drops the
+   * real ones (unless more than MAX_QUEUED wait).
+   */
   private dispatch(name: string, message: string): void {
     const channel = this.channels.get(name);
     if (!channel) return; // unsubscribed while the message was on its way
+    const bucket = this.rollcall.bucketOf(channel.room);
+    const queue = this.reading.get(bucket);
+    if (queue) {
+      if (queue.length < MAX_QUEUED) queue.push([name, message]);
+      else this.report(new UnexpectedReplyError("message dropped: too many waiting", message));
+      return;
+    }
+    const known = this.keys.get(bucket);
+    if (known && known.epoch === epochOf(message)) return this.deliver(channel, message, known.key);
+    this.reading.set(bucket, [[name, message]]);
+    const wait = known ? Math.max(0, known.at + KEY_READS_MS - performance.now()) : 0;
+    setTimeout(() => void this.readKey(bucket), wait).unref();
+  }
+
+  private async readKey(bucket: number): Promise<void> {
+    let read: { epoch: string; key: string } | null = null;
+    try {
+      read = await this.rollcall.channelKeyOf(bucket);
+    } catch (error) {
+      this.report(error);
+    }
+    const known = { epoch: read?.epoch ?? "", key: read?.key ?? "", at: performance.now() };
+    this.keys.set(bucket, known);
+    const queued = this.reading.get(bucket) ?? [];
+    this.reading.delete(bucket);
+    for (const [name, message] of queued) {
+      const channel = this.channels.get(name);
+      const matches = known.key !== "" && epochOf(message) === known.epoch;
+      if (channel) this.deliver(channel, message, matches ? known.key : null);
+    }
+  }
+
+  /** Delivers a message signed with `key` to the channel's listeners; reports any other. */
+  private deliver(channel: RoomChannel, message: string, key: string | null): void {
     const where = `message on the channel of room ${JSON.stringify(channel.room)}`;
+    const signed = key === null ? null : signedBy(message, key);
+    if (signed === null) {
+      this.report(new UnexpectedReplyError(`${where}, not signed by its bucket`, message));
+      return;
+    }
     let event: PresenceEvent;
     try {
-      event = parseEvent(message);
+      event = parseEvent(signed);
     } catch {
       this.report(new UnexpectedReplyError(where, message));
       return;

@@ -128,6 +128,7 @@ describe("security: messages on a room's channel that rollcall did not publish",
     let subscriber: Subscriber;
     let watch: RoomWatch;
     let snapshots = 0;
+    const refused: Error[] = [];
 
     beforeEach(async () => {
       // Counts the watch's snapshots: every roster() call of its engine.
@@ -138,7 +139,8 @@ describe("security: messages on a room's channel that rollcall did not publish",
         return roster(room);
       };
       subscriber = new Subscriber(counted);
-      subscriber.on("error", () => undefined); // the foreign messages, reported
+      refused.length = 0;
+      subscriber.on("error", (error) => refused.push(error)); // the foreign messages, reported
       await rollcall.heartbeat(ROOM, "ann", "c0");
       watch = await subscriber.watch(ROOM);
       snapshots = 0;
@@ -154,6 +156,26 @@ describe("security: messages on a room's channel that rollcall did not publish",
       );
       expect(watch.synced).to.equal(true);
     };
+
+    it("never applies what the deployment did not sign, not even a real message altered", async () => {
+      const { epoch, seq } = await rollcall.roster(ROOM);
+      // A phantom join that would fit the chain exactly.
+      await admin.spublish(channel, forged({ epoch, seq: seq + 1, prev: seq, user: "phantom" }));
+      // A real message, captured, with its content altered and its signature kept.
+      const spy = client();
+      const captured: string[] = [];
+      spy.on("smessage", (_c: string, message: string) => captured.push(message));
+      await spy.ssubscribe(channel);
+      await rollcall.heartbeat(ROOM, "bob", "c1");
+      await eventually(() => captured.length === 1);
+      await admin.spublish(channel, captured[0]!.replace('"bob"', '"eve"'));
+      await eventually(() => refused.length === 2);
+      expect(refused.every((e) => /not signed/.test(e.message))).to.equal(true);
+      await converged();
+      expect(watch.roster.members.map((m) => m.user)).to.deep.equal(["ann", "bob"]);
+      // Nothing forged ever reached the replica: no resync was needed.
+      expect(snapshots).to.equal(0);
+    });
 
     it("resyncs with backoff under a flood of future events, never in a loop", async () => {
       const { epoch, seq } = await rollcall.roster(ROOM);
