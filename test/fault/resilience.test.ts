@@ -1,8 +1,9 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { RedisCallError, Rollcall } from "../../src/index.js";
-import { IMMEDIATE, client, listen, ownRedis } from "../kit/redis.js";
-import { eventually, sleep, watchUnhandled } from "../kit/wait.js";
+import { IMMEDIATE, caughtUp, client, listen, ownRedis } from "../kit/redis.js";
+import { passTime } from "../kit/clock.js";
+import { eventually, watchUnhandled } from "../kit/wait.js";
 
 describe("resilience", () => {
   describe("the safety-net expiry", () => {
@@ -17,24 +18,34 @@ describe("resilience", () => {
       }
     });
 
+    // Time passes on the test clock and the key TTLs together (passTime), not by waiting.
     it("keeps keys alive while heartbeats go on, with a few PEXPIREs per TTL", async () => {
       const redis = client();
       const rc = new Rollcall(redis, { ...IMMEDIATE, ...SHORT });
+      const events = await listen([rc.channel("room")]);
       for (let elapsed = 0; elapsed < 4_000; elapsed += 100) {
         await rc.heartbeat("room", "ann", "c");
-        await sleep(100);
+        await passTime(redis, rc, 100);
       }
       expect((await rc.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
+      await caughtUp(events);
+      expect(
+        events.map((e) => e.type),
+        "the keys never vanished",
+      ).to.deep.equal(["join"]);
       const pexpires = /cmdstat_pexpire:calls=(\d+)/.exec(await redis.info("commandstats"));
       // One refresh of three keys at the join, then one per quarter TTL crossed (about 5 in 4 s).
       expect(Number(pexpires?.[1])).to.be.within(3, 3 * 8);
     });
 
     it("restarts a room's chain when its members vanished with it unannounced", async () => {
-      const rc = new Rollcall(client(), { ...IMMEDIATE, ...SHORT });
+      const redis = client();
+      const rc = new Rollcall(redis, { ...IMMEDIATE, ...SHORT });
       const events = await listen([rc.channel("room")]);
       await rc.heartbeat("room", "ann", "c");
-      await sleep(3_200); // no sweeper, no write: the keys expire
+      await passTime(redis, rc, 3_200); // no sweeper, no write: the keys expire
+      const [room, index, due] = rc.layout.room("room").keys;
+      expect(await redis.exists(room, index, due)).to.equal(0);
       await rc.heartbeat("room", "bob", "c");
       await eventually(() => events.length === 2);
       expect(events[1]).to.deep.include({ type: "join", user: "bob", prev: 0, count: 1 });

@@ -5,11 +5,14 @@ import { buildDist, expectBuilt, ROOT } from "../kit/build.js";
 import { useCluster } from "../kit/cluster.js";
 import { freePort } from "../kit/ports.js";
 import { IMMEDIATE, client, listen, redisUrl } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { advanceClock } from "../kit/clock.js";
+import { eventually } from "../kit/wait.js";
 
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
 const MAIN = `${ROOT}dist/cli/main.js`;
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+// Keys that outlive a few runs of the CLI on a slow machine: their TTL is real time.
+const LASTING = { ...OPTIONS, keyTtlMs: 60_000 };
 
 interface Result {
   code: number | null;
@@ -134,7 +137,10 @@ describe("the rollcall CLI", function () {
 
   describe("stats", () => {
     it("counts rooms, users, connections and typists; overdue rooms are a backlog with a lag", async () => {
-      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...LASTING });
+      // Written a window and 200 ms ago, as the CLI (on Redis's own clock) sees it: no sweeper
+      // runs, so every room is overdue and still lists its members.
+      await advanceClock(rc.redis, rc, -(OPTIONS.presenceWindowMs + 200));
       await populate(rc);
       const counters = await Promise.all(
         Array.from({ length: rc.layout.buckets }, (_, b) =>
@@ -155,8 +161,6 @@ describe("the rollcall CLI", function () {
         3, 4, 5, 1,
       ]);
 
-      // No sweeper runs: every room is overdue and still lists its members.
-      await sleep(OPTIONS.presenceWindowMs + 200);
       const overdue = await json<Stats>(["stats", "--json"]);
       expect(overdue.total).to.include({ rooms: 3, users: 4, connections: 5, backlog: 3 });
       expect(overdue.total.lagMs).to.be.within(200, 5_000);
@@ -177,10 +181,11 @@ describe("the rollcall CLI", function () {
 
   describe("sweep", () => {
     it("runs one pass and announces the expired leave", async () => {
-      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...LASTING });
+      // A window and 100 ms ago, as the CLI sees it.
+      await advanceClock(rc.redis, rc, -(OPTIONS.presenceWindowMs + 100));
       await rc.heartbeat("doc-42", "ann", "c1");
       const events = await listen([rc.channel("doc-42")]);
-      await sleep(OPTIONS.presenceWindowMs + 100);
 
       const { code, stdout, stderr } = await cli(["sweep"]);
       expect(code, stderr).to.equal(0);
@@ -399,8 +404,9 @@ describe("the rollcall CLI on a Redis Cluster", () => {
       await rc.heartbeat(room, "ann", "c2");
       await rc.heartbeat(room, "bob", "c1");
     }
+    // 400 ms ago, as the CLI sees it: the mark is past its window.
+    await advanceClock(redis, rc, -400);
     await rc.startTyping("room3", "bob");
-    await sleep(400);
     const nodes = [
       "--cluster",
       cluster()

@@ -3,7 +3,8 @@ import { parseEvent, type PresenceEvent } from "../../src/protocol/events.js";
 import { Rollcall, Sweeper } from "../../src/index.js";
 import { useCluster } from "../kit/cluster.js";
 import { IMMEDIATE } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { advanceClock } from "../kit/clock.js";
+import { eventually } from "../kit/wait.js";
 
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 const FENCE = "fence";
@@ -41,7 +42,7 @@ describe("on Redis Cluster", () => {
       expect(roster.members.map((m) => [m.user, m.state])).to.deep.equal([["ann", { s: 2 }]]);
       expect(roster.typing).to.deep.equal(["ann"]);
     }
-    await sleep(1_100);
+    await advanceClock(redis, rc, 1_100);
     const pass = await new Sweeper(rc).sweepOnce();
     expect(pass).to.deep.include({ leaves: rooms.length, typingStops: rooms.length });
 

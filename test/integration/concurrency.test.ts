@@ -3,7 +3,8 @@ import type { Redis } from "ioredis";
 import { NaiveTracker } from "../kit/naive.js";
 import { Rollcall } from "../../src/index.js";
 import { caughtUp, IMMEDIATE, client, listen } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { advanceClock } from "../kit/clock.js";
+import { eventually } from "../kit/wait.js";
 
 /** Separate connections standing for separate server instances, all connected. */
 async function instances(n: number, options = {}): Promise<Rollcall[]> {
@@ -38,7 +39,7 @@ describe("concurrency", () => {
     const users = Array.from({ length: 1_000 }, (_, i) => `user${i}`);
     await Promise.all(users.map((u) => writer!.heartbeat("room", u, "c")));
     const events = await listen([writer!.channel("room")]);
-    await sleep(1_100);
+    await advanceClock(writer!.redis, writer!, 1_100);
 
     const sweepers = await instances(4, options);
     const counts = await Promise.all(sweepers.map((rc) => rc.sweepRoom("room")));

@@ -3,9 +3,9 @@ import { expect } from "chai";
 import { Rollcall, SettingsMismatchError } from "../../src/index.js";
 import { Scripts } from "../../src/engine/script.js";
 import { heartbeat } from "../../src/engine/scripts/heartbeat.js";
-import { stopClock } from "../kit/clock.js";
+import { advanceClock, passTime, stopClock } from "../kit/clock.js";
 import { caughtUp, IMMEDIATE, client, listen } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { eventually } from "../kit/wait.js";
 
 const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
 const users = (n: number, from = 0) => Array.from({ length: n }, (_, i) => `u${i + from}`);
@@ -76,7 +76,7 @@ describe("engine layout", () => {
     const live = users(50, 200);
     await Promise.all([...silent, ...live].map((u) => rc.heartbeat("big", u, "c")));
     for (let i = 0; i < 6; i++) {
-      await sleep(200);
+      await advanceClock(rc.redis, rc, 200);
       await Promise.all(live.map((u) => rc.heartbeat("big", u, "c")));
     }
     const swept = await rc.sweepRoom("big", { batch: 16 });
@@ -185,8 +185,9 @@ describe("replies of resent calls", () => {
   const replayKey = (rc: Rollcall) => rc.layout.replay(rc.layout.room("room").bucket, "test", 0);
 
   it("gives a resent call the first run's reply, and runs nothing twice", async () => {
-    const rc = new Rollcall(client(), { ...IMMEDIATE, replayWindowMs: 1_000 });
-    const scripts = new Scripts(rc.redis);
+    const redis = client();
+    const rc = new Rollcall(redis, { ...IMMEDIATE, replayWindowMs: 1_000 });
+    const scripts = new Scripts(redis);
     const events = await listen([rc.channel("room")]);
     const first = await run(scripts, rc, 1, "ann");
     expect(first.joined).to.equal(true);
@@ -200,7 +201,8 @@ describe("replies of resent calls", () => {
     await caughtUp(events);
     expect(events.map((e) => e.type)).to.deep.equal(["join"]);
     // The reply is kept for the replay window only.
-    await eventually(async () => (await rc.redis.exists(replayKey(rc))) === 0, 5_000);
+    await passTime(redis, rc, 1_001);
+    expect(await rc.redis.exists(replayKey(rc))).to.equal(0);
     expect(await run(scripts, rc, 1, "ann")).to.deep.equal({
       joined: false,
       full: false,

@@ -4,8 +4,9 @@ import WebSocket from "ws";
 import type { RosterChange } from "../../src/client/index.js";
 import { closeGateways, connect, SHORT, startGateway } from "../kit/gateway.js";
 import { Rollcall, Subscriber } from "../../src/index.js";
+import { stopClock } from "../kit/clock.js";
 import { IMMEDIATE, client, listen } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { eventually } from "../kit/wait.js";
 
 describe("gateway and client", () => {
   afterEach(closeGateways);
@@ -54,13 +55,31 @@ describe("gateway and client", () => {
   });
 
   it("keeps a socket present with its own heartbeats, past several windows, with no frame", async () => {
-    const { url, rollcall } = await startGateway();
-    const events = await listen([rollcall.channel("doc")]);
-    const ann = connect(url, "ann");
-    await ann.join("doc");
-    await sleep(3 * 1_500);
-    expect((await rollcall.roster("doc")).members.map((m) => m.user)).to.deep.equal(["ann"]);
-    expect(events.map((e) => e.type)).to.deep.equal(["join"]);
+    // The gateway's interval timers (its heartbeat wheel) are fake, and Redis's clock is stopped:
+    // they move on together, 100 ms at a time, for three windows, with a sweep after each step.
+    const timers = install({ toFake: ["setInterval", "clearInterval"] });
+    try {
+      const { gateway, url, rollcall } = await startGateway({ sweeper: false });
+      let now = Date.now();
+      await stopClock(rollcall.redis, rollcall, now);
+      const events = await listen([rollcall.channel("doc")]);
+      const ann = connect(url, "ann");
+      await ann.join("doc");
+      const beatLately = async () =>
+        now - (await rollcall.roster("doc")).members[0]!.lastSeen < gateway.heartbeatMs;
+      for (const end = now + 3 * SHORT.presenceWindowMs!; now < end;) {
+        now += 100;
+        await stopClock(rollcall.redis, rollcall, now);
+        timers.tick(100);
+        await eventually(beatLately, 5_000, "the gateway's heartbeat");
+        expect(await rollcall.sweepRoom("doc")).to.deep.include({ connections: 0, leaves: 0 });
+      }
+      expect((await rollcall.roster("doc")).members.map((m) => m.user)).to.deep.equal(["ann"]);
+      expect(events.map((e) => e.type)).to.deep.equal(["join"]);
+    } finally {
+      await closeGateways(); // while its timers are the fake ones it set
+      timers.uninstall();
+    }
   });
 
   it("delivers only the types a socket asked for, as an unbroken chain", async () => {

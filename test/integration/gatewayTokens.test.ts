@@ -1,3 +1,4 @@
+import { install } from "@sinonjs/fake-timers";
 import { expect } from "chai";
 import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -22,6 +23,19 @@ class TestReader extends MetricReader {
 
 const inSeconds = (s: number) => Math.floor(Date.now() / 1000) + s;
 
+/** A WebSocket for the client that records the type of every frame the gateway sends it. */
+function recording(received: string[]): typeof globalThis.WebSocket {
+  class Recording extends WebSocket {
+    constructor(...args: ConstructorParameters<typeof WebSocket>) {
+      super(...args);
+      this.on("message", (data: Buffer) =>
+        received.push((JSON.parse(data.toString()) as { type: string }).type),
+      );
+    }
+  }
+  return Recording as unknown as typeof globalThis.WebSocket;
+}
+
 describe("gateway tokens, origins and refusals, with the browser client", () => {
   afterEach(closeGateways);
 
@@ -43,19 +57,35 @@ describe("gateway tokens, origins and refusals, with the browser client", () => 
   });
 
   it("asks for a fresh token ahead of expiry and refreshes the socket: it outlives the first", async () => {
-    const { url } = await startGateway();
-    let tokens = 0;
-    const statuses: Status[] = [];
-    const ann = connect(url, "ann", {
-      token: () => token("ann", {}, inSeconds(tokens++ === 0 ? 2 : 3_600)),
+    // The gateway checks expiries against Date from an interval timer: both fake here, flowing
+    // with real time until the test moves them past the first token's expiry.
+    const timers = install({
+      now: Date.now(),
+      toFake: ["Date", "setInterval", "clearInterval"],
+      shouldAdvanceTime: true,
     });
-    ann.on("status", (s: Status) => statuses.push(s));
-    await ann.join("doc");
-    await eventually(() => tokens === 2, 5_000);
-    const firstExpiry = inSeconds(0) + 2;
-    await eventually(() => Date.now() > firstExpiry * 1000 + 1_200, 5_000);
-    expect(statuses).to.deep.equal(["open"]);
-    expect(ann.status).to.equal("open");
+    try {
+      const { url } = await startGateway();
+      let tokens = 0;
+      const statuses: Status[] = [];
+      const received: string[] = [];
+      const ann = connect(url, "ann", {
+        token: () => token("ann", {}, inSeconds(tokens++ === 0 ? 2 : 3_600)),
+        WebSocket: recording(received),
+      });
+      ann.on("status", (s: Status) => statuses.push(s));
+      const room = await ann.join("doc");
+      const firstExpiry = inSeconds(0) + 2;
+      await eventually(() => received.includes("refreshed"), 5_000, "the refresh");
+      expect(tokens).to.equal(2);
+      timers.tick(firstExpiry * 1000 + 1_200 - Date.now());
+      await room.setState({ after: "the first expiry" }); // answered on the same socket
+      expect(statuses).to.deep.equal(["open"]);
+      expect(ann.status).to.equal("open");
+    } finally {
+      await closeGateways(); // while its timers are the fake ones it set
+      timers.uninstall();
+    }
   });
 
   it("on 4001, reconnects at once with a fresh token, not after a backoff", async () => {

@@ -4,7 +4,8 @@ import { Rollcall, Sweeper, type PresenceEvent } from "../../src/index.js";
 import { History } from "../kit/invariants.js";
 import { closeGateways, connect, startGateway, SHORT } from "../kit/gateway.js";
 import { caughtUp, client, IMMEDIATE, listen } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { advanceClock } from "../kit/clock.js";
+import { eventually } from "../kit/wait.js";
 
 const GRACE = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 5_000, leaveGraceMs: 500 };
 const summary = (events: PresenceEvent[]) =>
@@ -28,10 +29,8 @@ describe("the leave grace", () => {
     expect(ann!.leavingAt).to.be.a("number");
     expect((await rc.startTyping("room", "ann")).present).to.equal(false);
     expect((await rc.sweepRoom("room")).leaves).to.equal(0); // not over yet
-    let leaves = 0;
-    const graceOver = async () => (leaves = (await rc.sweepRoom("room")).leaves) > 0;
-    await eventually(graceOver, 5_000, "the leave grace to end");
-    expect(leaves).to.equal(1);
+    await advanceClock(rc.redis, rc, GRACE.leaveGraceMs + 1);
+    expect((await rc.sweepRoom("room")).leaves).to.equal(1);
     await eventually(() => events.length === 4);
     expect(summary(events).at(-1)).to.equal("leave:ann:explicit");
     expect((await rc.roster("room")).count).to.equal(0);
@@ -42,12 +41,12 @@ describe("the leave grace", () => {
     const events = await listen([rc.channel("room")]);
     await rc.heartbeat("room", "ann", "old-tab", { state: { s: 1 } });
     await rc.leave("room", "ann", "old-tab");
-    await sleep(300);
+    await advanceClock(rc.redis, rc, 300);
     expect(await rc.heartbeat("room", "ann", "new-tab")).to.deep.include({
       joined: false,
       event: null,
     });
-    await sleep(700); // past the end of the old tab's grace
+    await advanceClock(rc.redis, rc, 700); // past the end of the old tab's grace
     await rc.sweepRoom("room");
     await caughtUp(events);
     expect(summary(events)).to.deep.equal(["join:ann"]);
@@ -60,11 +59,12 @@ describe("the leave grace", () => {
     const events = await listen([rc.channel("room")]);
     await rc.heartbeat("room", "ann", "tab");
     // Once the window passed, a sweep drops the connection; the grace runs from the expiry.
-    const expired = async () => (await rc.sweepRoom("room")).connections > 0;
-    await eventually(expired, 5_000, "the presence window to pass");
+    await advanceClock(rc.redis, rc, GRACE.presenceWindowMs + 1);
+    expect((await rc.sweepRoom("room")).connections).to.be.greaterThan(0);
     expect((await rc.roster("room")).members[0]).to.deep.include({ connections: 0 });
-    const graceOver = async () => (await rc.sweepRoom("room")).leaves > 0;
-    await eventually(graceOver, 5_000, "the leave grace to end");
+    expect((await rc.sweepRoom("room")).leaves).to.equal(0); // not over yet
+    await advanceClock(rc.redis, rc, GRACE.leaveGraceMs + 1);
+    expect((await rc.sweepRoom("room")).leaves).to.be.greaterThan(0);
     await caughtUp(events);
     expect(summary(events)).to.deep.equal(["join:ann", "leave:ann:expired"]);
   });
@@ -84,12 +84,13 @@ describe("the leave grace", () => {
         const user = `u${trial}`;
         await writer.heartbeat("room", user, "a");
         await writer.leave("room", user, "a");
-        await sleep(190 + (trial % 5) * 5); // around the grace's end
+        await advanceClock(writer.redis, writer, 190 + (trial % 5) * 5); // around the grace's end
         const back = await writer.heartbeat("room", user, "b");
         history.addCall({ room: "room", user, op: "heartbeat", result: back });
         await writer.leave("room", user, "b");
       }
       // Every grace ends and the sweepers announce it: nobody is left, even leaving.
+      await advanceClock(writer.redis, writer, options.leaveGraceMs + 1);
       const empty = async () => (await writer.roster("room")).count === 0;
       await eventually(empty, 5_000, "the last graces to end");
     } finally {
@@ -127,8 +128,8 @@ describe("room capacity", () => {
     // A member in the leave grace holds its seat.
     await rc.leave("room", "c", "tab");
     expect((await rc.heartbeat("room", "d", "tab", { capacity: 3 })).full).to.equal(true);
-    const seatFree = async () => (await rc.sweepRoom("room")).leaves > 0;
-    await eventually(seatFree, 5_000, "c's leave grace to end");
+    await advanceClock(rc.redis, rc, GRACE.leaveGraceMs + 1); // c's grace ends
+    expect((await rc.sweepRoom("room")).leaves).to.be.greaterThan(0);
     expect((await rc.heartbeat("room", "d", "tab", { capacity: 3 })).joined).to.equal(true);
     await eventually(() => events.length === 5);
     expect(events.every((e) => !("count" in e) || e.count <= 3)).to.equal(true);

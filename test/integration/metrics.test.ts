@@ -9,7 +9,8 @@ import WebSocket from "ws";
 import { Rollcall, Sweeper } from "../../src/index.js";
 import { closeGateways, connect, startGateway } from "../kit/gateway.js";
 import { IMMEDIATE, client } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { advanceClock } from "../kit/clock.js";
+import { eventually } from "../kit/wait.js";
 
 /** A reader the test collects from when it wants. */
 class TestReader extends MetricReader {
@@ -54,7 +55,7 @@ describe("metrics", () => {
     await rc.startTyping("room", "ann");
     await rc.heartbeat("room", "bob", "c");
     await rc.leave("room", "bob", "c");
-    await sleep(1_100);
+    await advanceClock(rc.redis, rc, 1_100);
     await new Sweeper(rc).sweepOnce();
 
     const { url } = await startGateway({ sweeper: false }, options);

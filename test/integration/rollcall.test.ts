@@ -1,8 +1,9 @@
 import { expect } from "chai";
 import type { PresenceEvent } from "../../src/protocol/events.js";
-import { type Roster, Rollcall, type SweepCounts } from "../../src/index.js";
+import { type Roster, Rollcall } from "../../src/index.js";
 import { caughtUp, IMMEDIATE, client, listen, redisNow } from "../kit/redis.js";
-import { eventually, sleep } from "../kit/wait.js";
+import { advanceClock } from "../kit/clock.js";
+import { eventually } from "../kit/wait.js";
 
 // Short windows so that expiry can be observed in a test.
 const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
@@ -61,7 +62,7 @@ describe("Rollcall", () => {
       const { rc, events } = await setup(SHORT);
       await rc.heartbeat("room", "ann", "tab1");
       await rc.startTyping("room", "ann");
-      await sleep(1_100);
+      await advanceClock(rc.redis, rc, 1_100);
       expect((await rc.heartbeat("room", "ann", "tab1")).joined).to.equal(true);
       await eventually(() => events.length === 5);
       expect(summary(events)).to.deep.equal([
@@ -76,9 +77,9 @@ describe("Rollcall", () => {
     it("drops a user's silent connection without a leave while another one lives", async () => {
       const { rc, events } = await setup({ ...SHORT, presenceWindowMs: 2_000, keyTtlMs: 6_000 });
       await rc.heartbeat("room", "ann", "dead-tab");
-      await sleep(1_200);
+      await advanceClock(rc.redis, rc, 1_200);
       await rc.heartbeat("room", "ann", "live-tab");
-      await sleep(1_200); // dead-tab silent 2.4 s, live-tab 1.2 s, in a 2 s window
+      await advanceClock(rc.redis, rc, 1_200); // dead-tab silent 2.4 s, live-tab 1.2 s, in a 2 s window
       expect(await rc.sweepRoom("room")).to.deep.include({
         connections: 1,
         leaves: 0,
@@ -186,10 +187,9 @@ describe("Rollcall", () => {
       const { rc, events } = await setup(SHORT);
       await rc.heartbeat("room", "ann", "c");
       await rc.startTyping("room", "ann");
-      let swept: SweepCounts | undefined;
-      const typingExpired = async () => (swept = await rc.sweepRoom("room")).typingStops > 0;
-      await eventually(typingExpired, 5_000, "the typing window to pass");
-      expect(swept).to.deep.include({
+      expect((await rc.sweepRoom("room")).typingStops).to.equal(0); // not yet
+      await advanceClock(rc.redis, rc, SHORT.typingWindowMs + 1);
+      expect(await rc.sweepRoom("room")).to.deep.include({
         connections: 0,
         leaves: 0,
         typingStops: 1,

@@ -3,7 +3,8 @@ import { Redis } from "ioredis";
 import { RedisCallError, Rollcall, Sweeper, type PassStats } from "../../src/index.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
 import { caughtUp, IMMEDIATE, client, listen, ownRedis } from "../kit/redis.js";
-import { eventually, sleep, watchUnhandled } from "../kit/wait.js";
+import { advanceClock } from "../kit/clock.js";
+import { eventually, watchUnhandled } from "../kit/wait.js";
 
 const OPTIONS = { presenceWindowMs: 2_000, typingWindowMs: 300, keyTtlMs: 6_000 };
 
@@ -28,7 +29,11 @@ describe("Sweeper", () => {
     const events = await listenTo(writer, rooms);
     const beat = (members: { room: string; user: string }[]) =>
       Promise.all(members.map(({ room, user }) => writer.heartbeat(room, user, "c")));
-    await beat([...expiring, ...live]);
+    // The expiring members' window passes at once; the live ones join after, and beat on while
+    // the sweepers race.
+    await beat(expiring);
+    await advanceClock(writer.redis, writer, OPTIONS.presenceWindowMs + 1);
+    await beat(live);
     const keepAlive = setInterval(() => void beat(live), 400);
     await eventually(() => events.length === expiring.length + live.length, 20_000);
     events.length = 0;
@@ -91,7 +96,7 @@ describe("Sweeper", () => {
     const second = cohort("second");
     const events = await listenTo(writer, rooms);
     await Promise.all(first.map(({ room, user }) => writer.heartbeat(room, user, "c")));
-    await sleep(2_100);
+    await advanceClock(writer.redis, writer, OPTIONS.presenceWindowMs + 100);
 
     // Dies mid-pass: its connection is cut once the first leaves are out.
     const doomedClient = client({ maxRetriesPerRequest: 0, retryStrategy: () => null });
@@ -109,7 +114,7 @@ describe("Sweeper", () => {
 
     // Nobody sweeps while the second cohort expires; a new sweeper finds both.
     await Promise.all(second.map(({ room, user }) => writer.heartbeat(room, user, "c")));
-    await sleep(2_100);
+    await advanceClock(writer.redis, writer, OPTIONS.presenceWindowMs + 100);
     const heir = new Sweeper(new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }), {
       intervalMs: 50,
     });
@@ -189,7 +194,7 @@ describe("Sweeper", () => {
     await Promise.all(sane.map((room) => rc.heartbeat(room, "ann", "c")));
     // A record no script wrote: decoding it fails inside the sweep's script.
     await rc.redis.hset(rc.layout.room("broken").keys[0], "bob", "xx");
-    await sleep(OPTIONS.presenceWindowMs + 100);
+    await advanceClock(rc.redis, rc, OPTIONS.presenceWindowMs + 100);
 
     // One pass tries every due room, then reports the failure.
     const sweeper = new Sweeper(rc, { intervalMs: 20, maxBackoffMs: 40 });

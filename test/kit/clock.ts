@@ -18,7 +18,9 @@ function clockKeys(rollcall: Rollcall): string[] {
 
 /**
  * Moves Redis's clock, as a deployment's scripts read it, forward by `ms` in every bucket: what
- * a test would otherwise wait for (a window, a grace) passes at once. Time goes on flowing.
+ * a test would otherwise wait for (a window, a grace) passes at once. Time goes on flowing. A
+ * negative `ms` sets it back: what the scripts write then is that old to a process on Redis's
+ * own clock (the CLI, run as a child process).
  */
 export async function advanceClock(redis: Client, rollcall: Rollcall, ms: number): Promise<void> {
   await Promise.all(clockKeys(rollcall).map((key) => redis.incrby(key, ms)));
@@ -27,4 +29,20 @@ export async function advanceClock(redis: Client, rollcall: Rollcall, ms: number
 /** Stops the deployment's clock at `at` (ms since the epoch): time moves only when set again. */
 export async function stopClock(redis: Client, rollcall: Rollcall, at: number): Promise<void> {
   await Promise.all(clockKeys(rollcall).map((key) => redis.set(key, `@${at}`)));
+}
+
+// Every key's expiry ARGV[1] ms closer; PEXPIREAT in the past removes the key.
+const AGE_KEYS = `
+for _, key in ipairs(redis.call('KEYS', '*')) do
+  local at = redis.call('PEXPIRETIME', key)
+  if at > 0 then redis.call('PEXPIREAT', key, at - tonumber(ARGV[1])) end
+end`;
+
+/**
+ * Lets `ms` pass for all of Redis at once: the deployment's clock moves on, and so does every
+ * key's TTL (which the clock does not move), keys whose TTL runs out going. One server only.
+ */
+export async function passTime(redis: Redis, rollcall: Rollcall, ms: number): Promise<void> {
+  await advanceClock(redis, rollcall, ms);
+  await redis.eval(AGE_KEYS, 0, ms);
 }

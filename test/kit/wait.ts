@@ -1,8 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
 
 /**
- * A wait of a fixed duration. Tests wait on conditions (`eventually`); the few fixed waits left
- * let Redis's clock pass (an expiry, a window) and say so where they stand.
+ * A wait of a fixed duration, for the chaos run's pacing and holds only. Tests wait on conditions
+ * (`eventually`), and move time rather than wait for it (./clock.ts, fake timers).
  */
 export { sleep };
 

@@ -112,7 +112,7 @@ describe("security: a gateway process attacked over raw sockets", function () {
     it("refuses past its socket limit with 503 and Retry-After, counting handshakes in flight", async () => {
       const gateway = await startProcess({
         mode: "hook",
-        hookDelayMs: 300,
+        holdHook: true,
         limits: { maxSockets: 2 },
       });
       const cookie = (user: string) => ({ Cookie: `session=${user}` });
@@ -126,6 +126,7 @@ describe("security: a gateway process attacked over raw sockets", function () {
         const third = await rawUpgrade(gateway.port, { headers: cookie("c") });
         expect([third.status, third.headers["retry-after"]]).to.deep.equal([503, "5"]);
         await third.closed;
+        gateway.release();
         expect((await Promise.all(slow)).map((a) => a.status)).to.deep.equal([101, 101]);
         const fourth = await rawUpgrade(gateway.port, { headers: cookie("d") });
         expect(fourth.status).to.equal(503);
@@ -134,7 +135,8 @@ describe("security: a gateway process attacked over raw sockets", function () {
     });
 
     it("gives a slow authenticate hook a deadline: 503 and Retry-After", async () => {
-      const gateway = await startProcess({ mode: "hook", hookDelayMs: 5_000, authTimeoutMs: 200 });
+      // The hook never answers.
+      const gateway = await startProcess({ mode: "hook", holdHook: true, authTimeoutMs: 200 });
       await writesNothing(async () => {
         const late = await rawUpgrade(gateway.port, { headers: { Cookie: "session=ann" } });
         expect([late.status, late.headers["retry-after"], late.body]).to.deep.equal([
@@ -179,7 +181,7 @@ describe("security: a gateway process attacked over raw sockets", function () {
     });
 
     it("refreshes a socket with a token of the same user: it outlives the first token", async () => {
-      const gateway = await startProcess();
+      const gateway = await startProcess({ fakeClock: true });
       const exp = Math.floor(Date.now() / 1000) + 2;
       const peer = await openPeer(gateway.url, await tokenOf("ann", {}, exp));
       await peer.next("welcome");
@@ -188,7 +190,7 @@ describe("security: a gateway process attacked over raw sockets", function () {
       expect(refreshed.type === "refreshed" && refreshed.expiresAt).to.be.above(
         (exp + 1_000) * 1000,
       );
-      await eventually(() => Date.now() > exp * 1000 + 1_500, 5_000);
+      await gateway.advance(exp * 1000 + 1_500 - Date.now());
       expect(peer.closed()).to.equal(undefined);
       peer.send({ type: "join", room: "doc", ref: "j" });
       expect((await peer.next("snapshot", "j")).type).to.equal("snapshot");
@@ -225,15 +227,17 @@ describe("security: a gateway process attacked over raw sockets", function () {
     });
 
     it("refreshes through the authenticate hook, which gets only the new token", async () => {
-      const gateway = await startProcess({ mode: "hook" });
+      const gateway = await startProcess({ mode: "hook", fakeClock: true });
       const soon = Date.now() + 1_500;
       const peer = await openPeer(gateway.url, `u.ann.${soon}`);
       expect(await peer.next("welcome")).to.deep.include({ expiresAt: soon });
       const later = Date.now() + 3_600_000;
       peer.send({ type: "refresh", token: `u.ann.${later}`, ref: "r" });
       expect(await peer.next("refreshed", "r")).to.deep.include({ expiresAt: later });
-      await eventually(() => Date.now() > soon + 1_200, 5_000);
+      await gateway.advance(soon + 1_200 - Date.now());
       expect(peer.closed()).to.equal(undefined);
+      peer.send({ type: "join", room: "doc", ref: "j" }); // answered on the same socket
+      expect((await peer.next("snapshot", "j")).type).to.equal("snapshot");
       peer.ws.close();
     });
 

@@ -8,7 +8,7 @@ import { BEARER_PROTOCOL, SUBPROTOCOL, type ServerFrame } from "../../src/gatewa
 import { client, redisUrl } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
 import { SECRET } from "../kit/gateway.js";
-import type { FromServer, ServerConfig, ServerStats } from "./server.js";
+import type { FromServer, ServerConfig, ServerStats, ToServer } from "./server.js";
 
 const SERVER = fileURLToPath(new URL("./server.ts", import.meta.url));
 const ROOT = fileURLToPath(new URL("../../", import.meta.url));
@@ -19,6 +19,10 @@ export interface GatewayProcess {
   /** Everything the process wrote to stdout and stderr. */
   output(): string;
   stats(): Promise<ServerStats>;
+  /** With fakeClock: moves the process's Date and interval timers on by `ms` at once. */
+  advance(ms: number): Promise<void>;
+  /** With holdHook: lets the hook answer, now and from now on. */
+  release(): void;
   stop(): Promise<void>;
 }
 
@@ -44,28 +48,35 @@ export async function startProcess(
   child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()));
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const waiting = new Map<number, (stats: ServerStats) => void>();
+  const waiting = new Map<number, (message: FromServer) => void>();
   let next = 0;
   const port = await new Promise<number>((resolve, reject) => {
     void exited.then(() => reject(new Error(`the gateway process exited: ${output}`)));
     child.on("message", (message: FromServer) => {
       if (message.type === "listening") resolve(message.port);
       else {
-        waiting.get(message.id)?.(message.stats);
+        waiting.get(message.id)?.(message);
         waiting.delete(message.id);
       }
     });
   });
+  /** Sends a request; resolves with the process's answer to it. */
+  const ask = (request: ToServer & { id: number }) =>
+    new Promise<FromServer>((resolve) => {
+      waiting.set(request.id, resolve);
+      child.send(request);
+    });
   const gateway: GatewayProcess = {
     port,
     url: `ws://127.0.0.1:${port}/presence`,
     output: () => output,
-    stats: () =>
-      new Promise((resolve) => {
-        const id = next++;
-        waiting.set(id, resolve);
-        child.send({ type: "stats", id });
-      }),
+    stats: async () => {
+      const answer = await ask({ type: "stats", id: next++ });
+      if (answer.type !== "stats") throw new Error(`not stats: ${answer.type}`);
+      return answer.stats;
+    },
+    advance: async (ms) => void (await ask({ type: "advance", id: next++, ms })),
+    release: () => void child.send({ type: "release" } satisfies ToServer),
     async stop() {
       running.delete(gateway);
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");

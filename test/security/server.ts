@@ -1,6 +1,8 @@
 // A gateway as a process of its own, for the security suite: the suite attacks it over raw sockets
 // as a client on the internet would. Its settings come as JSON in SECURITY_GATEWAY; over IPC it
-// says where it listens, and answers `stats` with its descriptors, sockets and reported errors.
+// says where it listens, answers `stats` with its descriptors, sockets and reported errors, moves
+// its fake clock on (`advance`) and lets its held hook answer (`release`).
+import { install } from "@sinonjs/fake-timers";
 import { readdirSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -27,8 +29,11 @@ export interface ServerConfig {
   jwks?: { keys: Record<string, unknown>[] };
   /** Attach to a server of the process's own (which also serves plain pages) instead of listen(). */
   attach?: boolean;
-  /** The hook waits this long before answering. */
-  hookDelayMs?: number;
+  /** The hook answers only once the suite releases it (GatewayProcess.release). */
+  holdHook?: boolean;
+  /** Date and the interval timers (the gateway's expiry checks) are fake: they flow with real
+   * time, and the suite moves them on at once (GatewayProcess.advance). */
+  fakeClock?: boolean;
   jwt?: { clockToleranceMs?: number; allowNoExpiry?: boolean };
   origins?: string[];
   trustedProxies?: string[];
@@ -37,8 +42,13 @@ export interface ServerConfig {
   limits?: Partial<Limits>;
 }
 
+export type ToServer =
+  { type: "stats"; id: number } | { type: "advance"; id: number; ms: number } | { type: "release" };
+
 export type FromServer =
-  { type: "listening"; port: number } | { type: "stats"; id: number; stats: ServerStats };
+  | { type: "listening"; port: number }
+  | { type: "stats"; id: number; stats: ServerStats }
+  | { type: "advanced"; id: number };
 
 export interface ServerStats {
   /** Open file descriptors of the process. */
@@ -49,6 +59,16 @@ export interface ServerStats {
 }
 
 const config = JSON.parse(process.env.SECURITY_GATEWAY ?? "") as ServerConfig;
+// Installed before the gateway sets its timers.
+const clock = config.fakeClock
+  ? install({
+      now: Date.now(),
+      toFake: ["Date", "setInterval", "clearInterval"],
+      shouldAdvanceTime: true,
+    })
+  : undefined;
+let release: () => void = () => undefined;
+const released = new Promise<void>((resolve) => (release = resolve));
 const redis = new Redis(config.redisUrl);
 const rollcall = new Rollcall(redis, { leaveGraceMs: 0, ...config.engine });
 await rollcall.ready();
@@ -64,7 +84,7 @@ function fromToken(token: string): Identity {
 }
 
 const hook: GatewayOptions["authenticate"] = async (request) => {
-  if (config.hookDelayMs) await new Promise((resolve) => setTimeout(resolve, config.hookDelayMs));
+  if (config.holdHook) await released;
   const token = bearerToken(request);
   if (token) return fromToken(token);
   if (refreshOf(request)) return null;
@@ -101,8 +121,13 @@ if (config.attach) {
   port = (await gateway.listen(0)).port;
 }
 
-process.on("message", (message: { type: string; id: number }) => {
-  if (message.type !== "stats") return;
+process.on("message", (message: ToServer) => {
+  if (message.type === "release") return release();
+  if (message.type === "advance") {
+    if (!clock) throw new Error("advance: this process has no fakeClock");
+    clock.tick(message.ms);
+    return void process.send?.({ type: "advanced", id: message.id } satisfies FromServer);
+  }
   const stats: ServerStats = {
     fds: readdirSync("/proc/self/fd").length,
     connections: gateway.connections,

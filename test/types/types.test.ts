@@ -2,7 +2,7 @@
 // directory of its own whose node_modules holds the built package and only what a consumer names.
 import { expect } from "chai";
 import { execFile } from "node:child_process";
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,6 +17,8 @@ interface Consumer {
   fixture: string;
   /** What its node_modules holds besides rollcall (each with its own dependencies). */
   packages: string[];
+  /** What its node_modules must not hold, even as a dependency of one of `packages`. */
+  without?: string[];
   lib?: string[];
 }
 
@@ -26,6 +28,8 @@ const CONSUMERS: Consumer[] = [
   { fixture: "core.ts", packages: NODE },
   // The browser client: nothing extra.
   { fixture: "client.ts", packages: [], lib: ["ES2022", "DOM"] },
+  // The gateway: ws and its types, and no jose (an app with its own authenticate hook).
+  { fixture: "gateway.ts", packages: [...NODE, "ws", "@types/ws"], without: ["jose"] },
 ];
 
 /** A package and what it depends on, copied from this checkout's node_modules. */
@@ -43,13 +47,19 @@ function install(modules: string, name: string, done = new Set<string>()): void 
 }
 
 /** tsc over one file in a fresh project; resolves to what it printed, rejects on an error. */
-async function compile(source: string, { packages, lib = ["ES2022"] }: Omit<Consumer, "fixture">) {
+async function compile(
+  source: string,
+  { packages, without = [], lib = ["ES2022"] }: Omit<Consumer, "fixture">,
+) {
   const dir = mkdtempSync(join(tmpdir(), "rollcall-types-"));
   try {
     const modules = join(dir, "node_modules");
     cpSync(join(ROOT, "package.json"), join(modules, "rollcall", "package.json"));
     cpSync(join(ROOT, "dist"), join(modules, "rollcall", "dist"), { recursive: true });
     for (const name of packages) install(modules, name);
+    for (const name of without) {
+      if (existsSync(join(modules, name))) throw new Error(`${name} came with ${packages.join()}`);
+    }
     writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module", private: true }));
     writeFileSync(join(dir, "consumer.ts"), source);
     const compilerOptions = {
@@ -84,7 +94,9 @@ describe("the type declarations, for a TypeScript user with skipLibCheck off", f
   });
 
   for (const { fixture, ...consumer } of CONSUMERS) {
-    it(`compile ${fixture} with ${consumer.packages.join(", ") || "nothing else"}`, async () => {
+    const without = consumer.without ? `, without ${consumer.without.join(", ")}` : "";
+    const packages = consumer.packages.join(", ") || "nothing else";
+    it(`compile ${fixture} with ${packages}${without}`, async () => {
       await compile(readFileSync(join(FIXTURES, fixture), "utf8"), consumer);
     });
   }
