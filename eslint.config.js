@@ -16,6 +16,7 @@ const LAYERS = {
   runtime: ["gateway", "client", "cli", "dev"],
   gateway: ["client", "cli", "dev"],
   cli: ["gateway", "client", "dev"],
+  hocuspocus: ["gateway", "client", "cli", "dev"],
 };
 // Isomorphic code (the browser loads it as it is): no Node built-ins, no server libraries.
 const ISOMORPHIC = ["node:*", "ioredis", "ws", "jose"];

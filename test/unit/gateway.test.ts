@@ -1,7 +1,7 @@
 import { install, type Clock } from "@sinonjs/fake-timers";
 import { expect } from "chai";
 import { RoomFeed } from "../../src/gateway/feed.js";
-import { HeartbeatWheel } from "../../src/gateway/heartbeats.js";
+import { HeartbeatWheel } from "../../src/runtime/heartbeats.js";
 import { RateLimit } from "../../src/gateway/limits.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
 
