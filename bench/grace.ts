@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { Rollcall, type RollcallOptions } from "../src/index.js";
 import { benchmarkScript, type BenchmarkConfig, type Expected } from "./benchmark.js";
-import { captureHeartbeat } from "./ceiling.js";
+import { captureHeartbeat, makeSteady } from "./ceiling.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { grid, members, STEADY, type Member } from "./population.js";
@@ -99,7 +99,7 @@ const ONE_BUCKET: RollcallOptions = {
   buckets: 1,
 };
 /** What a steady heartbeat runs, whatever the variant. */
-const STEADY_COMMANDS: Expected = { time: 1, get: 1, hget: 1, hset: 1 };
+const STEADY_COMMANDS: Expected = { time: 1, hmget: 1, hset: 1 };
 
 export async function benchGrace(
   lab: Lab,
@@ -131,7 +131,7 @@ async function steadyHeartbeats(
         leaveGraceMs,
         prefix: `steady-grace${leaveGraceMs}`,
       });
-      await forEachInFlight(present, 64, (m) => rollcall.heartbeat(m.room, m.user, m.connection));
+      await makeSteady(lab, rollcall, present);
       return rollcall;
     };
     const plain = await deploy(0);

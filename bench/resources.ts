@@ -230,6 +230,22 @@ export function memorySection(r: Results): string {
       ).map((cells, i) => [...cells, number(rows[i]!.naive.perUser.memoryUsage)]),
     ),
     "",
+    "### Right after a storm of joins",
+    "",
+    "Everyone joins at once with the default options (connection `c1`, no state) and every key " +
+      "is weighed at once, the replies the joins kept for resends included.",
+    "",
+    table(
+      ["room size", "connections", "MEMORY USAGE per connection", "baseline", "× baseline"],
+      rows.map((row) => [
+        number(row.roomSize),
+        number(row.users),
+        number(row.storm.perConnection.memoryUsage),
+        number(row.naive.perUser.memoryUsage),
+        ratio(row.storm.ratio),
+      ]),
+    ),
+    "",
     "### MEMORY USAGE per user (× the baseline's)",
     "",
     table(
@@ -271,11 +287,12 @@ export function memorySection(r: Results): string {
     "### Kept replies (transient)",
     "",
     `A call that changed something keeps its reply for the replay window ` +
-      `(${number(replay.replayWindowMs / 1000)} s by default), so that a resend gets it again. ` +
-      `Over ${number(replay.joins)} joins: ${number(replay.keys)} replies kept, MEMORY USAGE ` +
-      `${number(replay.memoryUsage)} B each, used_memory ${number(kept)} B each (the key, its ` +
-      `value and its expiry entry), e.g. \`${replay.sample}\`. A deployment holds about ` +
-      "bytes × transitions/s × replay window of them: at 1,000 joins, leaves, typing and state " +
-      `changes a second, ${number((kept * 1_000 * replay.replayWindowMs) / 1000 / 1e6, 1)} MB.`,
+      `(${number(replay.replayWindowMs / 1000)} s by default), so that a resend gets it again: ` +
+      `${number(replay.entryBytes)} bytes appended to one string per bucket and generation of an ` +
+      `instance's calls. Over ${number(replay.joins)} joins: ${number(replay.keys)} strings, ` +
+      `MEMORY USAGE ${number(replay.memoryUsage, 1)} B per reply, used_memory ` +
+      `${number(kept, 1)} B per reply. A deployment holds about bytes × transitions/s × replay ` +
+      "window of them: at 1,000 joins, leaves, typing and state changes a second, " +
+      `${number((kept * 1_000 * replay.replayWindowMs) / 1000 / 1e6, 1)} MB.`,
   ].join("\n");
 }
