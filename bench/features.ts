@@ -349,8 +349,10 @@ export function graceSection(r: Results): string {
     `In each of ${number(g.join.rooms)} rooms of ${g.join.roomSize}, a newcomer's heartbeat ` +
       "(16 in flight, one auto-pipelined connection), then its leave (not measured); the " +
       "variants alternate phase by phase. Per call: Redis's time in EVALSHA, redis-server's " +
-      "CPU, events published, and writing commands run (HSET, SET, ZADD, PEXPIRE, …: a join " +
-      "writes the record, its kept reply, the due entry and the keys' expiry).",
+      "CPU, events published, writing commands run on presence (HSET, HINCRBY, ZADD, PEXPIRE, " +
+      "…: a join writes the record, the counts, the due entry and the keys' expiry) and calls " +
+      "that kept their reply for a resend (an APPEND and a PEXPIRE of the replay string, not " +
+      "counted as presence writes).",
     "",
     table(
       [
@@ -360,6 +362,7 @@ export function graceSection(r: Results): string {
         "Redis CPU µs / call",
         "events / call",
         "writing commands / call",
+        "kept replies / call",
       ],
       join.map((v) => [
         v.variant,
@@ -368,6 +371,7 @@ export function graceSection(r: Results): string {
         number(v.redisCpuUs, 2),
         number(v.events, 2),
         number(v.writes, 2),
+        number(v.keptReplies, 2),
       ]),
     ),
     "",

@@ -60,6 +60,7 @@ export interface PathSummary {
   redisCpuUs: number;
   events: number;
   writes: number;
+  keptReplies: number;
 }
 
 export interface ReloadSummary {
@@ -196,12 +197,22 @@ interface Measured {
   calls: number;
   usec: number;
   events: number;
-  /** Commands run that write (the scripts' only writes: see WRITES). */
+  /** Commands run that write presence (the scripts' only writes: see WRITES), the kept replies
+   * apart. */
   writes: number;
+  /** Replies kept for resends: an APPEND (and its PEXPIRE) per call that kept any. */
+  keptReplies: number;
   cpuSeconds: number;
 }
 
-const NOTHING: Measured = { calls: 0, usec: 0, events: 0, writes: 0, cpuSeconds: 0 };
+const NOTHING: Measured = {
+  calls: 0,
+  usec: 0,
+  events: 0,
+  writes: 0,
+  keptReplies: 0,
+  cpuSeconds: 0,
+};
 
 /** Every writing command rollcall's room scripts run. */
 const WRITES = ["hset", "hdel", "hincrby", "set", "del", "zadd", "zrem", "pexpire", "xadd"];
@@ -212,6 +223,7 @@ function add(a: Measured, b: Measured): Measured {
     usec: a.usec + b.usec,
     events: a.events + b.events,
     writes: a.writes + b.writes,
+    keptReplies: a.keptReplies + b.keptReplies,
     cpuSeconds: a.cpuSeconds + b.cpuSeconds,
   };
 }
@@ -225,9 +237,14 @@ async function measure<T>(lab: Lab, work: () => Promise<T>): Promise<[T, Measure
   const evalsha = ran.get("evalsha") ?? { calls: 0, usec: 0, failed: 0 };
   if (evalsha.failed > 0) throw new Error(`${evalsha.failed} script calls failed`);
   const events = ran.get("spublish")?.calls ?? 0;
-  const writes = WRITES.reduce((sum, name) => sum + (ran.get(name)?.calls ?? 0), 0);
+  // A call that keeps replies runs one APPEND and one PEXPIRE of its replay string.
+  const keptReplies = ran.get("append")?.calls ?? 0;
+  const writes = WRITES.reduce((sum, name) => sum + (ran.get(name)?.calls ?? 0), -keptReplies);
   const cpuSeconds = load.redisCpu * load.seconds;
-  return [result, { calls: evalsha.calls, usec: evalsha.usec, events, writes, cpuSeconds }];
+  return [
+    result,
+    { calls: evalsha.calls, usec: evalsha.usec, events, writes, keptReplies, cpuSeconds },
+  ];
 }
 
 /** A deployment with its users present, its scripts loaded on the connection, replies dropped. */
@@ -310,6 +327,7 @@ function perCall(variant: string, refused: boolean, m: Measured): PathSummary {
     redisCpuUs: (m.cpuSeconds * 1e6) / m.calls,
     events: m.events / m.calls,
     writes: m.writes / m.calls,
+    keptReplies: m.keptReplies / m.calls,
   };
 }
 

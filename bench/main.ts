@@ -3,6 +3,7 @@ import { availableParallelism, cpus, platform } from "node:os";
 import { parseArgs } from "node:util";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
 import { chart } from "./chart.js";
+import { benchCounts, countsSteps } from "./counts.js";
 import { benchLog, logSteps } from "./eventLog.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
 import { benchGateway, gatewaySteps } from "./gateway.js";
@@ -70,6 +71,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       sweepSteps(profile) +
       liveSteps(profile) +
       memorySteps(profile) +
+      countsSteps() +
       logSteps(profile) +
       graceSteps(profile),
   );
@@ -83,6 +85,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const sweep = await benchSweep(lab, profile, progress);
     const live = await benchLive(lab, profile, progress);
     const memory = await benchMemory(lab, profile, progress);
+    const counts = await benchCounts(lab, profile, progress);
     const log = await benchLog(lab, profile, progress);
     const grace = await benchGrace(lab, profile, progress);
     await lab.flush();
@@ -94,6 +97,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       sweep,
       live,
       memory,
+      counts,
       log,
       grace,
     };

@@ -53,6 +53,8 @@ export interface Profile {
   };
   /** Users per cell (past the compact encodings), and joins whose kept replies are weighed. */
   memory: { users: number; roomSizes: number[]; replayJoins: number };
+  /** `rollcall stats` over this many connections in rooms of `roomSize`, `runs` times. */
+  counts: { connections: number; roomSize: number; runs: number };
   /** Gateway processes: sockets held, fan-out across two instances, heartbeat frames. */
   gateway: GatewayProfile;
   /** The event log's cost per event, on against off. */
@@ -97,6 +99,7 @@ export const FULL: Profile = {
     alternative: { clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
   },
   memory: { users: 20_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 10_000 },
+  counts: { connections: 200_000, roomSize: 10, runs: 5 },
   gateway: {
     idle: { sockets: 10_000, opening: 100 },
     sockets: 5_000,
@@ -143,6 +146,7 @@ export const SMOKE: Profile = {
     alternative: { clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
   },
   memory: { users: 1_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 1_000 },
+  counts: { connections: 2_000, roomSize: 10, runs: 1 },
   gateway: {
     idle: { sockets: 300, opening: 50 },
     sockets: 200,
