@@ -15,8 +15,9 @@ export function sweepSection(r: Results): string {
     `Each pass, ${number(s.runs[0]?.expirations ?? 0)} connections (full rooms of the size ` +
       "shown) go silent under a 1 s presence window, among idle live rooms that have nothing " +
       "due (a deadline an hour ahead); one `Sweeper.sweepOnce()` at its default batch then " +
-      "settles them all: per bucket, `dueRooms` lists the rooms due, then `sweepRoom` settles " +
-      "each, a batch of members per call (rooms bigger than the batch take several calls). " +
+      "settles them all: per bucket, one `sweep` script call settles the rooms due, the longest " +
+      "overdue first, at most a batch of members and 64 rooms per call, and calls again while " +
+      "more is due. " +
       "Every scenario lives side " +
       "by side in the same Redis (rollcall's as deployments with their own key prefix, the " +
       "baseline's under their own conversation names) and each pass sweeps them one after the " +
@@ -24,7 +25,7 @@ export function sweepSection(r: Results): string {
       "median pass by Redis CPU is shown, with the worst script call of all passes. *Redis CPU* " +
       "is redis-server's used_cpu_user + used_cpu_sys over the pass (INFO cpu), *script* the " +
       "time in EVALSHA (INFO commandstats), both per expiration. Script call times are Redis's " +
-      "own (INFO latencystats), dueRooms and sweepRoom together: SLOWLOG at 0 µs would also log " +
+      "own (INFO latencystats), every sweep call: SLOWLOG at 0 µs would also log " +
       "every command the script runs.",
     "",
     table(
