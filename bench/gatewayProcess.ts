@@ -19,6 +19,8 @@ export interface GatewayProcessConfig {
   limits: Partial<Limits>;
   pingMs: number;
   plain?: boolean;
+  /** The gateway runs its own Sweeper (the default for users); the bench's other runs do not. */
+  sweeper?: boolean;
 }
 
 export type ToGateway = { type: "stats"; id: number; gc: boolean } | { type: "stop" };
@@ -85,7 +87,7 @@ async function main(): Promise<void> {
   await rollcall.ready();
   const gateway = new Gateway(rollcall, {
     jwt: { secret: config.secret },
-    sweeper: false,
+    sweeper: config.sweeper ?? false,
     pingMs: config.pingMs,
     limits: config.limits,
   });

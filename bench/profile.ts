@@ -107,6 +107,7 @@ export const FULL: Profile = {
     opening: 100,
     fanout: { samples: 1_000, rooms: 20, warmup: 20 },
     heartbeat: { sockets: 200, roomsPerSocket: 3, inFlight: 2, runMs: 3_000, repeats: 3 },
+    calls: { sockets: 1_600, rooms: 80, presenceWindowMs: 6_000, runMs: 12_000 },
   },
   log: { logLength: 10_000, rooms: 50, usersPerRoom: 20, inFlight: 16, runMs: 1_200, repeats: 5 },
   grace: {
@@ -154,6 +155,7 @@ export const SMOKE: Profile = {
     opening: 50,
     fanout: { samples: 30, rooms: 5, warmup: 5 },
     heartbeat: { sockets: 20, roomsPerSocket: 3, inFlight: 2, runMs: 500, repeats: 1 },
+    calls: { sockets: 160, rooms: 8, presenceWindowMs: 6_000, runMs: 4_000 },
   },
   log: { logLength: 1_000, rooms: 10, usersPerRoom: 20, inFlight: 16, runMs: 300, repeats: 1 },
   grace: {

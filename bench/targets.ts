@@ -219,6 +219,15 @@ function scaleTargets(r: Omit<Results, "targets">): Target[] {
       met: frames >= 3 * FRAMES_BEFORE_BATCHING,
     },
     {
+      target:
+        `a gateway's script calls per (socket, room) heartbeat ≤ 0.1 (${number(r.gateway.calls.sockets)} ` +
+        `sockets in ${number(r.gateway.calls.rooms)} rooms, its own Sweeper included)`,
+      measured: `${number(r.gateway.calls.callsPerHeartbeat, 3)} (${number(r.gateway.calls.calls)} calls, ${number(r.gateway.calls.heartbeats)} heartbeats)`,
+      met:
+        r.gateway.calls.callsPerHeartbeat <= 0.1 &&
+        r.gateway.calls.present === r.gateway.calls.sockets,
+    },
+    {
       target: `rollcall stats over ${number(r.counts.connections)} connections ≤ 1 s, exact`,
       measured: `${number(statsMs)} ms, ${r.counts.exact ? "exact" : "NOT exact"}`,
       met: statsMs <= 1_000 && r.counts.exact,
