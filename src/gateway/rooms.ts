@@ -13,7 +13,7 @@ import { CountWatch } from "./counts.js";
 import { RoomFeed, type Coalescing, type Sink } from "./feed.js";
 import { HeartbeatBatch, HeartbeatWheel } from "./heartbeats.js";
 import type { Beat, Session } from "./session.js";
-import { SharedSnapshot } from "./snapshots.js";
+import { SharedSnapshot, snapshotFrame } from "./snapshots.js";
 
 export interface RoomsOptions {
   authorize: ((identity: Identity, room: string) => boolean | Promise<boolean>) | undefined;
@@ -46,7 +46,7 @@ const SINK: Sink<Session> = {
   events: (to, batch) => {
     for (const text of batch.frames(to.version)) to.sendText(text);
   },
-  snapshot: (to, snapshot) => to.send({ type: "snapshot", room: snapshot.room, roster: snapshot }),
+  snapshot: (to, snapshot) => to.sendText(snapshotFrame(snapshot, undefined)),
 };
 
 /**
@@ -126,12 +126,7 @@ export class Rooms {
       this.wheel.add(beat, this.rollcall.bucketOf(room));
     }
     const snapshot = await entry.snapshots.next();
-    session.send({
-      type: "snapshot",
-      room,
-      roster: snapshot,
-      ...(ref === undefined ? {} : { ref }),
-    });
+    session.sendText(snapshotFrame(snapshot, ref));
     if (this.rooms.get(room)?.feed.restart(session, snapshot)) this.resync(room, "gap");
   }
 

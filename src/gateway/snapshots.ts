@@ -99,6 +99,17 @@ export class SharedSnapshot {
   }
 }
 
+/** Snapshots' JSON, encoded once for every socket that gets one (a large room's is large). */
+const encoded = new WeakMap<Snapshot, string>();
+
+/** The text of a snapshot frame: the roster encoded once, however many sockets get it. */
+export function snapshotFrame(snapshot: Snapshot, ref: string | undefined): string {
+  let roster = encoded.get(snapshot);
+  if (roster === undefined) encoded.set(snapshot, (roster = JSON.stringify(snapshot)));
+  const tail = ref === undefined ? "" : `,"ref":${JSON.stringify(ref)}`;
+  return `{"type":"snapshot","room":${JSON.stringify(snapshot.room)},"roster":${roster}${tail}}`;
+}
+
 /** What a socket's replica needs of a roster: no connections, no lastSeen. */
 export function snapshotOf(roster: Roster): Snapshot {
   const members = roster.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state }));
