@@ -12,7 +12,7 @@ import { Pause } from "../runtime/background.js";
 import type { Subscriber, Subscription } from "../runtime/subscriber.js";
 import { roomAllowed, type Identity } from "./auth.js";
 import { RoomFeed, type Sink } from "./feed.js";
-import { HeartbeatBatch, HeartbeatWheel } from "./heartbeats.js";
+import { HeartbeatBatch, HeartbeatWheel } from "../runtime/heartbeats.js";
 import type { Beat, Session } from "./session.js";
 
 export interface RoomsOptions {

@@ -1,8 +1,8 @@
 import { install, type Clock } from "@sinonjs/fake-timers";
 import { expect } from "chai";
 import { RoomFeed } from "../../src/gateway/feed.js";
-import { HeartbeatWheel } from "../../src/gateway/heartbeats.js";
-import { RateLimit } from "../../src/gateway/limits.js";
+import { HeartbeatWheel } from "../../src/runtime/heartbeats.js";
+import { RateLimit } from "../../src/runtime/rateLimit.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
 
 function event(
