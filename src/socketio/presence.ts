@@ -231,7 +231,10 @@ export class SocketIoPresence extends EventEmitter<Events> {
     return await joined;
   }
 
-  /** Takes a socket out of a presence room (it stays in the Socket.IO room, hearing it). */
+  /**
+   * Takes a socket out of a presence room: its connection leaves, and it no longer hears the room
+   * (it stays in the Socket.IO room).
+   */
   async leave(socket: AnySocket, room: string): Promise<void> {
     checkId("room", room);
     await this.exit(this.memberOf(socket), room);
@@ -458,9 +461,11 @@ export class SocketIoPresence extends EventEmitter<Events> {
   ): Promise<void> {
     const where = typeof room === "string" ? room : undefined;
     if (!member.rate.take()) {
-      // A flood gets one error, then silence until it slows down.
+      // A flood gets one error, then silence until it slows down; an ack is always answered.
       member.strikes += 1;
-      if (member.strikes === 1) this.fail(member, "RATE_LIMITED", "too many events", where, ack);
+      if (member.strikes === 1 || ack) {
+        this.fail(member, "RATE_LIMITED", "too many events", where, ack);
+      }
       return;
     }
     member.strikes = 0;

@@ -1,9 +1,11 @@
 // Socket.IO servers with rollcall presence, as an application runs them (an http.Server, the
 // Redis adapter when asked, a middleware naming the user), and socket.io-client sockets.
 import { createAdapter } from "@socket.io/redis-adapter";
+import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Cluster, Redis } from "ioredis";
+import { fileURLToPath } from "node:url";
+import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { Server, type ServerOptions } from "socket.io";
 import { io as ioClient, type Socket as ClientSocket } from "socket.io-client";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
@@ -22,6 +24,8 @@ export interface IoConfig {
   redisUrl?: string;
   /** Redis Cluster nodes instead of redisUrl. */
   cluster?: { host: string; port: number }[];
+  /** Options of the Rollcall's connection (e.g. fail fast in an outage). */
+  redisOptions?: RedisOptions;
   engine?: RollcallOptions;
   /** Socket.IO's Redis adapter between the instances. */
   adapter?: boolean;
@@ -47,11 +51,13 @@ export interface IoInstance {
 export async function startIo(config: IoConfig, port = 0, http?: HttpServer): Promise<IoInstance> {
   const redis: Redis | Cluster = config.cluster
     ? new Cluster(config.cluster)
-    : new Redis(config.redisUrl ?? "");
+    : new Redis(config.redisUrl ?? "", config.redisOptions ?? {});
+  redis.on("error", () => undefined); // an outage: the calls fail, presence reports them
   const options: Partial<ServerOptions> = {};
   const adapterClients: (Redis | Cluster)[] = [];
   if (config.adapter) {
-    const pub = new Redis(config.redisUrl ?? "");
+    const pub = new Redis(config.redisUrl ?? "", config.redisOptions ?? {});
+    pub.on("error", () => undefined);
     const sub = pub.duplicate();
     adapterClients.push(pub, sub);
     options.adapter = createAdapter(pub, sub);
@@ -141,4 +147,33 @@ export function connectIo(url: string, user: string | null): IoClient {
 /** What a client heard of a room, as `type:user` lines. */
 export function heard(client: IoClient, room: string): string[] {
   return client.events.filter((e) => e.room === room).map((e) => `${e.type}:${e.user}`);
+}
+
+/** An instance as a process of its own (./socketioServer.ts), to SIGKILL. */
+export interface IoProcess {
+  readonly url: string;
+  readonly child: ChildProcess;
+  kill(): Promise<void>;
+}
+
+const SERVER = fileURLToPath(new URL("./socketioServer.ts", import.meta.url));
+
+export async function spawnIo(config: IoConfig): Promise<IoProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", SERVER], {
+    env: { ...process.env, ROLLCALL_IO: JSON.stringify(config) },
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once("message", (message: { port: number }) => resolve(message.port));
+    void exited.then(() => reject(new Error("the Socket.IO server process exited")));
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    child,
+    kill: async () => {
+      child.kill("SIGKILL");
+      await exited;
+    },
+  };
 }
