@@ -3,6 +3,7 @@ import { SocketPresence } from "../../src/client/socketio.js";
 import { InvalidInputError } from "../../src/index.js";
 import { SocketIoPresence } from "../../src/socketio/index.js";
 import { advanceClock, stopClock } from "../kit/clock.js";
+import { useCluster } from "../kit/cluster.js";
 import { asReplica } from "../kit/rosters.js";
 import { caughtUp, client, listen, ownRedis, redisNow, redisUrl } from "../kit/redis.js";
 import {
@@ -358,6 +359,47 @@ describe("rollcall/socket.io", () => {
     await eventually(() => heard(bob, "room").includes("typing-start:bob"));
     expect(heard(ann, "room").filter((l) => l === "typing-start:bob")).to.have.length(1);
     expect(heard(bob, "room").filter((l) => l === "typing-start:bob")).to.have.length(1);
+  });
+
+  describe("on a Redis Cluster of 3 masters and 3 replicas", () => {
+    const { cluster } = useCluster(3, { replicas: 1 });
+
+    it("shows a client on A the joins, typing, state and leaves of a user on B", async () => {
+      const nodes = cluster().nodes;
+      const [a, b] = [
+        await instance({ cluster: nodes, adapter: true }),
+        await instance({ cluster: nodes, adapter: true }),
+      ];
+      const rooms = ["alpha", "beta", "gamma", "delta"];
+      const ann = user(a, "ann");
+      const bob = user(b, "bob");
+      for (const room of rooms) await ann.join(room);
+      await eventually(() => ann.snapshots.length === rooms.length, 10_000);
+      for (const room of rooms) {
+        await bob.join(room);
+        expect(await bob.call("rollcall:typing", room)).to.deep.equal({ ok: true });
+        expect(await bob.call("rollcall:state", room, { n: 1 })).to.deep.equal({ ok: true });
+        await bob.leave(room);
+      }
+      const expected = [
+        "join:bob",
+        "typing-start:bob",
+        "update:bob",
+        "typing-stop:bob",
+        "leave:bob",
+      ];
+      for (const room of rooms) {
+        await eventually(
+          () => heard(ann, room).includes("leave:bob"),
+          10_000,
+          `bob leaving ${room}`,
+        );
+        expect(heard(ann, room).filter((l) => l !== "join:ann")).to.deep.equal(expected);
+      }
+      const slots = rooms.map((r) => a.rollcall.bucketOf(r));
+      expect(new Set(slots).size, "rooms in several buckets").to.be.greaterThan(1);
+      expect(a.errors.concat(b.errors)).to.deep.equal([]);
+    });
   });
 });
 

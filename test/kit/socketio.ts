@@ -56,9 +56,12 @@ export async function startIo(config: IoConfig, port = 0, http?: HttpServer): Pr
   const options: Partial<ServerOptions> = {};
   const adapterClients: (Redis | Cluster)[] = [];
   if (config.adapter) {
-    const pub = new Redis(config.redisUrl ?? "", config.redisOptions ?? {});
-    pub.on("error", () => undefined);
-    const sub = pub.duplicate();
+    const connect = () =>
+      config.cluster
+        ? new Cluster(config.cluster)
+        : new Redis(config.redisUrl ?? "", config.redisOptions ?? {});
+    const [pub, sub] = [connect(), connect()];
+    for (const c of [pub, sub]) c.on("error", () => undefined);
     adapterClients.push(pub, sub);
     options.adapter = createAdapter(pub, sub);
   }
