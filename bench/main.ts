@@ -4,6 +4,7 @@ import { parseArgs } from "node:util";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
 import { chart } from "./chart.js";
 import { benchCounts, countsSteps } from "./counts.js";
+import { benchRoster, rosterSteps } from "./roster.js";
 import { benchLog, logSteps } from "./eventLog.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
 import { benchGateway, gatewaySteps } from "./gateway.js";
@@ -72,6 +73,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       liveSteps(profile) +
       memorySteps(profile) +
       countsSteps() +
+      rosterSteps(profile) +
       logSteps(profile) +
       graceSteps(profile),
   );
@@ -86,6 +88,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const live = await benchLive(lab, profile, progress);
     const memory = await benchMemory(lab, profile, progress);
     const counts = await benchCounts(lab, profile, progress);
+    const roster = await benchRoster(lab, profile, progress);
     const log = await benchLog(lab, profile, progress);
     const grace = await benchGrace(lab, profile, progress);
     await lab.flush();
@@ -98,6 +101,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       live,
       memory,
       counts,
+      roster,
       log,
       grace,
     };

@@ -55,6 +55,8 @@ export interface Profile {
   memory: { users: number; roomSizes: number[]; replayJoins: number };
   /** `rollcall stats` over this many connections in rooms of `roomSize`, `runs` times. */
   counts: { connections: number; roomSize: number; runs: number };
+  /** Full roster reads of rooms of each size; roster() beside ZRANGE of `compareMembers`. */
+  roster: { roomSizes: number[]; reads: number; compareMembers: number; samples: number };
   /** Gateway processes: sockets held, fan-out across two instances, heartbeat frames. */
   gateway: GatewayProfile;
   /** The event log's cost per event, on against off. */
@@ -100,6 +102,7 @@ export const FULL: Profile = {
   },
   memory: { users: 20_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 10_000 },
   counts: { connections: 200_000, roomSize: 10, runs: 5 },
+  roster: { roomSizes: [20, 200, 1_000, 10_000], reads: 50, compareMembers: 200, samples: 2_000 },
   gateway: {
     idle: { sockets: 10_000, opening: 100 },
     sockets: 5_000,
@@ -148,6 +151,7 @@ export const SMOKE: Profile = {
   },
   memory: { users: 1_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 1_000 },
   counts: { connections: 2_000, roomSize: 10, runs: 1 },
+  roster: { roomSizes: [20, 200, 1_000, 2_500], reads: 3, compareMembers: 200, samples: 50 },
   gateway: {
     idle: { sockets: 300, opening: 50 },
     sockets: 200,

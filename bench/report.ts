@@ -1,5 +1,6 @@
 import { CEILING_SCRIPTS, summarizeCeiling, type CeilingScript } from "./ceiling.js";
 import type { CountsResults } from "./counts.js";
+import { rosterSection, type RosterResults } from "./roster.js";
 import type { LogResults } from "./eventLog.js";
 import type { FanoutResult } from "./fanout.js";
 import { gatewaySection, graceSection, logSection } from "./features.js";
@@ -43,6 +44,7 @@ export interface Results {
   live: LiveResult[];
   memory: MemoryResults;
   counts: CountsResults;
+  roster: RosterResults;
   log: LogResults;
   grace: GraceResults;
   targets: Target[];
@@ -326,6 +328,8 @@ export function markdown(r: Results): string {
     graceSection(r),
     "",
     scaleSection(r),
+    "",
+    rosterSection(r),
     "",
   ].join("\n");
 }

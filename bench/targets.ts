@@ -43,6 +43,7 @@ export function targets(r: Omit<Results, "targets">): Target[] {
     ...liveTargets(r),
     ...graceTargets(r),
     ...scaleTargets(r),
+    ...rosterTargets(r),
   ];
 }
 
@@ -231,6 +232,33 @@ function scaleTargets(r: Omit<Results, "targets">): Target[] {
       target: `rollcall stats over ${number(r.counts.connections)} connections ≤ 1 s, exact`,
       measured: `${number(statsMs)} ms, ${r.counts.exact ? "exact" : "NOT exact"}`,
       met: statsMs <= 1_000 && r.counts.exact,
+    },
+  ];
+}
+
+function rosterTargets(r: Omit<Results, "targets">): Target[] {
+  const { rows, compare } = r.roster;
+  const worst = rows.reduce((a, b) => (b.worstCallUs > a.worstCallUs ? b : a));
+  const rosterRatio = compare.roster.p50 / compare.zrange.p50;
+  return [
+    ...rows.map((row) => ({
+      target: `roster, Redis time per listed member ≤ 0.3 µs, a room of ${number(row.roomSize)}`,
+      measured:
+        `${number(row.redisUsPerMember, 3)} µs (client ${number(row.clientUsPerMember, 2)} µs ` +
+        `per member)`,
+      met: row.redisUsPerMember <= 0.3,
+    })),
+    {
+      target: "roster, no single script call above 1 ms (pages)",
+      measured: `worst ${number(worst.worstCallUs)} µs, a room of ${number(worst.roomSize)}`,
+      met: worst.worstCallUs <= 1_000,
+    },
+    {
+      target: `roster() of ${number(compare.members)} members ≤ 2× the p50 of a ZRANGE of as many`,
+      measured:
+        `${ratio(rosterRatio)} (${number(compare.roster.p50)} µs vs ` +
+        `${number(compare.zrange.p50)} µs)`,
+      met: rosterRatio <= 2,
     },
   ];
 }
