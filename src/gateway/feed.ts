@@ -60,7 +60,8 @@ export class Batch {
  *
  * A room of `fromMembers` members or more (as its last event or snapshot counted) is coalesced:
  * its events go out at most every `intervalMs`, together, the same text for every socket that
- * gets them all. A smaller room's go out at once.
+ * gets them all (an event after a quiet interval at once, those that follow it within the
+ * interval with the next batch). A smaller room's go out at once.
  */
 export class RoomFeed<S> {
   readonly deliveries = new Map<S, Delivery>();
@@ -73,6 +74,8 @@ export class RoomFeed<S> {
   /** Events passed on since the last flush, in order. */
   private pending: PresenceEvent[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** When the last batch went out (performance.now()). */
+  private flushedAt = -Infinity;
 
   constructor(
     readonly room: string,
@@ -148,6 +151,7 @@ export class RoomFeed<S> {
     const events = this.pending;
     if (events.length === 0) return;
     this.pending = [];
+    this.flushedAt = performance.now();
     const all = new Batch(this.room, events);
     for (const [to, delivery] of this.deliveries) {
       const share = this.share(delivery, events);
@@ -169,8 +173,12 @@ export class RoomFeed<S> {
     this.pending.push(event);
     const { fromMembers, intervalMs } = this.coalescing;
     // A room that shrank below the mark sends what it kept back at once, with this event.
-    if (this.members < fromMembers) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), intervalMs);
+    if (this.members < fromMembers) return this.flush();
+    if (this.timer !== undefined) return;
+    // The first event after a quiet interval goes at once; those that follow it wait their turn.
+    const wait = this.flushedAt + intervalMs - performance.now();
+    if (wait <= 0) this.flush();
+    else this.timer = setTimeout(() => this.flush(), wait);
   }
 
   /** What a socket gets of some events (the same array when it gets them all, as they are). */
