@@ -26,12 +26,13 @@ export interface Coalescing {
 }
 
 /**
- * Events of a room on their way to its sockets, encoded once for every socket that gets all of
- * them: as one `event` frame each (version 1, or a single event), or one `events` frame.
+ * Events of a room on their way to its sockets, encoded once (to UTF-8 bytes) for every socket
+ * that gets all of them: as one `event` frame each (version 1, or a single event), or one
+ * `events` frame.
  */
 export class Batch {
-  private v1: readonly string[] | undefined;
-  private v2: readonly string[] | undefined;
+  private v1: readonly Buffer[] | undefined;
+  private v2: readonly Buffer[] | undefined;
 
   constructor(
     readonly room: string,
@@ -39,13 +40,15 @@ export class Batch {
   ) {}
 
   /** The frames' text for a socket of protocol version 1 or 2. */
-  frames(version: 1 | 2): readonly string[] {
+  frames(version: 1 | 2): readonly Buffer[] {
     if (version === 1 || this.events.length === 1) {
-      return (this.v1 ??= this.events.map((event) => JSON.stringify({ type: "event", event })));
+      return (this.v1 ??= this.events.map((event) => encode({ type: "event", event })));
     }
-    return (this.v2 ??= [JSON.stringify({ type: "events", room: this.room, events: this.events })]);
+    return (this.v2 ??= [encode({ type: "events", room: this.room, events: this.events })]);
   }
 }
+
+const encode = (frame: object) => Buffer.from(JSON.stringify(frame));
 
 /**
  * One room's events on this gateway, fanned out to the sockets in the room. The feed follows the
