@@ -84,20 +84,20 @@ describe("member state", () => {
   });
 });
 
+/** An event of schema version 2, as the tests below vary it. */
+const TYPING = {
+  v: 2,
+  type: "typing-start",
+  room: "r",
+  user: "u",
+  at: 1,
+  epoch: "e",
+  seq: 2,
+  prev: 1,
+};
+
 describe("events", () => {
-  const join = {
-    v: 2,
-    type: "join",
-    room: "r",
-    user: "u",
-    at: 1,
-    epoch: "e",
-    seq: 2,
-    prev: 1,
-    state: null,
-    roster: ["u"],
-    count: 1,
-  };
+  const join = { ...TYPING, type: "join", state: null, roster: ["u"], count: 1 };
 
   it("parses a v2 event, with or without its log id", () => {
     expect(parseEvent(JSON.stringify(join))).to.deep.equal(join);
@@ -191,16 +191,7 @@ describe("backoff", () => {
 });
 
 describe("gateway frames, versions 1 and 2", () => {
-  const event = {
-    v: 2,
-    type: "typing-start",
-    room: "r",
-    user: "u",
-    at: 1,
-    epoch: "e",
-    seq: 2,
-    prev: 1,
-  };
+  const event = TYPING;
 
   it("reads version 2's events and count frames, and refuses them malformed", () => {
     const events = parseServerFrame(JSON.stringify({ type: "events", room: "r", events: [event] }));
