@@ -6,6 +6,7 @@ import { chart } from "./chart.js";
 import { benchCounts, countsSteps } from "./counts.js";
 import { benchRoster, rosterSteps } from "./roster.js";
 import { benchLog, logSteps } from "./eventLog.js";
+import { benchBigRooms, bigRoomsMarkdown, bigRoomsSteps } from "./bigRooms.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
 import { benchGateway, gatewaySteps } from "./gateway.js";
 import { benchGrace, graceSteps } from "./grace.js";
@@ -20,10 +21,12 @@ import { info } from "./stats.js";
 import { benchSweep, sweepSteps } from "./sweep.js";
 import { targets } from "./targets.js";
 
-const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only gateway] [--redis-url redis://host:port]
+const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only gateway|big-rooms] [--redis-url redis://host:port]
 
   --smoke      a quick run that only proves the bench works (CI); results go to smoke.*
-  --only       run one section alone: gateway (results go to gateway.* or gateway-smoke.*)
+  --only       run one section alone: gateway (results go to gateway.* or gateway-smoke.*), or
+               big-rooms (large rooms under churn and a reconnect storm, which the whole run
+               leaves out: results go to big-rooms.* or big-rooms-smoke.*)
   --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server: the bench
                flushes it and resets its INFO statistics`;
 
@@ -32,7 +35,7 @@ const RESULTS = new URL("./results/", import.meta.url);
 function options(): {
   profile: Profile;
   redisUrl: string | undefined;
-  only: "gateway" | undefined;
+  only: "gateway" | "big-rooms" | undefined;
 } {
   let parsed;
   try {
@@ -53,8 +56,8 @@ function options(): {
     console.log(USAGE);
     process.exit(0);
   }
-  if (values.only !== undefined && values.only !== "gateway") {
-    console.error(`--only takes gateway, got ${values.only}\n\n${USAGE}`);
+  if (values.only !== undefined && values.only !== "gateway" && values.only !== "big-rooms") {
+    console.error(`--only takes gateway or big-rooms, got ${values.only}\n\n${USAGE}`);
     process.exit(2);
   }
   return {
@@ -125,6 +128,28 @@ async function runGateway(profile: Profile, lab: Lab, embedded: boolean) {
   }
 }
 
+/** Large rooms and the storm, alone; saved as big-rooms.md/.json (or big-rooms-smoke.*). */
+async function runBigRooms(profile: Profile, lab: Lab, embedded: boolean): Promise<string> {
+  const progress = new Progress(bigRoomsSteps(profile.bigRooms));
+  const started = performance.now();
+  let results;
+  try {
+    await lab.checkEmpty();
+    const server = await info(lab.admin, "server");
+    const bigRooms = await benchBigRooms(lab, profile.bigRooms, progress);
+    await lab.flush();
+    results = { meta: meta(profile, server, embedded, started), bigRooms };
+  } finally {
+    progress.stop();
+  }
+  const report = bigRoomsMarkdown(results.bigRooms, results.meta);
+  const name = profile.name === "full" ? "big-rooms" : "big-rooms-smoke";
+  await mkdir(RESULTS, { recursive: true });
+  await writeFile(new URL(`${name}.md`, RESULTS), report);
+  await writeFile(new URL(`${name}.json`, RESULTS), JSON.stringify(results, null, 2) + "\n");
+  return report;
+}
+
 function meta(
   profile: Profile,
   server: Map<string, string>,
@@ -177,7 +202,9 @@ async function main(): Promise<void> {
   process.once("SIGINT", interrupted);
   process.once("SIGTERM", interrupted);
   try {
-    if (only === "gateway") {
+    if (only === "big-rooms") {
+      console.log(await runBigRooms(profile, lab, embedded !== undefined));
+    } else if (only === "gateway") {
       console.log(await saveGateway(await runGateway(profile, lab, embedded !== undefined)));
     } else {
       console.log(await save(await run(profile, lab, embedded !== undefined)));

@@ -1,4 +1,5 @@
 import type { BenchmarkConfig } from "./benchmark.js";
+import type { BigRoomsProfile } from "./bigRooms.js";
 import type { CeilingConfig } from "./ceiling.js";
 import type { LogProfile } from "./eventLog.js";
 import type { GatewayProfile } from "./gateway.js";
@@ -59,6 +60,8 @@ export interface Profile {
   roster: { roomSizes: number[]; reads: number; compareMembers: number; samples: number };
   /** Gateway processes: sockets held, fan-out across two instances, heartbeat frames. */
   gateway: GatewayProfile;
+  /** Large rooms under churn, and a reconnect storm (run alone: --only big-rooms). */
+  bigRooms: BigRoomsProfile;
   /** The event log's cost per event, on against off. */
   log: LogProfile;
   /** The leave grace and room capacity on the heartbeat path. */
@@ -112,6 +115,17 @@ export const FULL: Profile = {
     heartbeat: { sockets: 200, roomsPerSocket: 3, inFlight: 2, runMs: 3_000, repeats: 3 },
     calls: { sockets: 1_600, rooms: 80, presenceWindowMs: 6_000, runMs: 12_000 },
   },
+  bigRooms: {
+    rows: [
+      { roomSize: 10, rooms: 1_000 },
+      { roomSize: 1_000, rooms: 10 },
+      { roomSize: 10_000, rooms: 1 },
+    ],
+    churn: 0.01,
+    runMs: 20_000,
+    sampled: 500,
+    storm: { socketsPerGateway: 10_000, roomSize: 100, presenceWindowMs: 10_000 },
+  },
   log: { logLength: 10_000, rooms: 50, usersPerRoom: 20, inFlight: 16, runMs: 1_200, repeats: 5 },
   grace: {
     leaveGraceMs: 5_000,
@@ -160,6 +174,17 @@ export const SMOKE: Profile = {
     fanout: { samples: 30, rooms: 5, warmup: 5 },
     heartbeat: { sockets: 20, roomsPerSocket: 3, inFlight: 2, runMs: 500, repeats: 1 },
     calls: { sockets: 160, rooms: 8, presenceWindowMs: 6_000, runMs: 4_000 },
+  },
+  bigRooms: {
+    rows: [
+      { roomSize: 10, rooms: 20 },
+      { roomSize: 100, rooms: 2 },
+      { roomSize: 300, rooms: 1 },
+    ],
+    churn: 0.01,
+    runMs: 3_000,
+    sampled: 50,
+    storm: { socketsPerGateway: 150, roomSize: 100, presenceWindowMs: 3_000 },
   },
   log: { logLength: 1_000, rooms: 10, usersPerRoom: 20, inFlight: 16, runMs: 300, repeats: 1 },
   grace: {

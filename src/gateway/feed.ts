@@ -26,12 +26,13 @@ export interface Coalescing {
 }
 
 /**
- * Events of a room on their way to its sockets, encoded once for every socket that gets all of
- * them: as one `event` frame each (version 1, or a single event), or one `events` frame.
+ * Events of a room on their way to its sockets, encoded once (to UTF-8 bytes) for every socket
+ * that gets all of them: as one `event` frame each (version 1, or a single event), or one
+ * `events` frame.
  */
 export class Batch {
-  private v1: readonly string[] | undefined;
-  private v2: readonly string[] | undefined;
+  private v1: readonly Buffer[] | undefined;
+  private v2: readonly Buffer[] | undefined;
 
   constructor(
     readonly room: string,
@@ -39,13 +40,15 @@ export class Batch {
   ) {}
 
   /** The frames' text for a socket of protocol version 1 or 2. */
-  frames(version: 1 | 2): readonly string[] {
+  frames(version: 1 | 2): readonly Buffer[] {
     if (version === 1 || this.events.length === 1) {
-      return (this.v1 ??= this.events.map((event) => JSON.stringify({ type: "event", event })));
+      return (this.v1 ??= this.events.map((event) => encode({ type: "event", event })));
     }
-    return (this.v2 ??= [JSON.stringify({ type: "events", room: this.room, events: this.events })]);
+    return (this.v2 ??= [encode({ type: "events", room: this.room, events: this.events })]);
   }
 }
+
+const encode = (frame: object) => Buffer.from(JSON.stringify(frame));
 
 /**
  * One room's events on this gateway, fanned out to the sockets in the room. The feed follows the
@@ -60,7 +63,8 @@ export class Batch {
  *
  * A room of `fromMembers` members or more (as its last event or snapshot counted) is coalesced:
  * its events go out at most every `intervalMs`, together, the same text for every socket that
- * gets them all. A smaller room's go out at once.
+ * gets them all (an event after a quiet interval at once, those that follow it within the
+ * interval with the next batch). A smaller room's go out at once.
  */
 export class RoomFeed<S> {
   readonly deliveries = new Map<S, Delivery>();
@@ -73,6 +77,8 @@ export class RoomFeed<S> {
   /** Events passed on since the last flush, in order. */
   private pending: PresenceEvent[] = [];
   private timer: NodeJS.Timeout | undefined;
+  /** When the last batch went out (performance.now()). */
+  private flushedAt = -Infinity;
 
   constructor(
     readonly room: string,
@@ -148,6 +154,7 @@ export class RoomFeed<S> {
     const events = this.pending;
     if (events.length === 0) return;
     this.pending = [];
+    this.flushedAt = performance.now();
     const all = new Batch(this.room, events);
     for (const [to, delivery] of this.deliveries) {
       const share = this.share(delivery, events);
@@ -169,8 +176,12 @@ export class RoomFeed<S> {
     this.pending.push(event);
     const { fromMembers, intervalMs } = this.coalescing;
     // A room that shrank below the mark sends what it kept back at once, with this event.
-    if (this.members < fromMembers) this.flush();
-    else this.timer ??= setTimeout(() => this.flush(), intervalMs);
+    if (this.members < fromMembers) return this.flush();
+    if (this.timer !== undefined) return;
+    // The first event after a quiet interval goes at once; those that follow it wait their turn.
+    const wait = this.flushedAt + intervalMs - performance.now();
+    if (wait <= 0) this.flush();
+    else this.timer = setTimeout(() => this.flush(), wait);
   }
 
   /** What a socket gets of some events (the same array when it gets them all, as they are). */

@@ -109,15 +109,16 @@ export class Session {
     this.sendText(JSON.stringify(frame));
   }
 
-  /** A frame already encoded (the same text for every socket of a room that gets it). */
-  sendText(text: string): void {
+  /** A frame already encoded (the same text, or bytes, for every socket of a room that gets it). */
+  sendText(text: string | Buffer): void {
     if (this.closed) return;
     // A reader this far behind is a slow consumer: its queue would only grow.
     if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) {
       this.ws.close(CLOSE.tryLater, "slow consumer");
       return;
     }
-    this.ws.send(text);
+    // A text frame, whichever it is given as.
+    this.ws.send(text, { binary: false });
   }
 
   receive(data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean): void {

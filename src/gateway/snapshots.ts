@@ -101,13 +101,20 @@ export class SharedSnapshot {
 
 /** Snapshots' JSON, encoded once for every socket that gets one (a large room's is large). */
 const encoded = new WeakMap<Snapshot, string>();
+/** And the whole frame's bytes, for the sockets that get it without a ref (a resync's). */
+const framed = new WeakMap<Snapshot, Buffer>();
 
-/** The text of a snapshot frame: the roster encoded once, however many sockets get it. */
-export function snapshotFrame(snapshot: Snapshot, ref: string | undefined): string {
+/** A snapshot frame: the roster encoded once, however many sockets get it. */
+export function snapshotFrame(snapshot: Snapshot, ref: string | undefined): string | Buffer {
+  let bytes = ref === undefined ? framed.get(snapshot) : undefined;
+  if (bytes) return bytes;
   let roster = encoded.get(snapshot);
   if (roster === undefined) encoded.set(snapshot, (roster = JSON.stringify(snapshot)));
   const tail = ref === undefined ? "" : `,"ref":${JSON.stringify(ref)}`;
-  return `{"type":"snapshot","room":${JSON.stringify(snapshot.room)},"roster":${roster}${tail}}`;
+  const text = `{"type":"snapshot","room":${JSON.stringify(snapshot.room)},"roster":${roster}${tail}}`;
+  if (ref !== undefined) return text;
+  framed.set(snapshot, (bytes = Buffer.from(text)));
+  return bytes;
 }
 
 /** What a socket's replica needs of a roster: no connections, no lastSeen. */
