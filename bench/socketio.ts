@@ -181,5 +181,10 @@ export function socketIoMarkdown(results: SocketIoResults): string {
     ),
     "",
     ...(errors.length > 0 ? [`fetchSockets() failed with: ${errors.join("; ")}`, ""] : []),
+    "roster count: what the last roster() read said. With an instance stalled, the reads come " +
+      "after the stalled fetchSockets() calls: past the presence window and the grace " +
+      "(10 s + 2 s) the other instances' sweepers have announced the stalled instance's users " +
+      "gone, and the roster no longer lists them (fetchSockets() never says so).",
+    "",
   ].join("\n");
 }
