@@ -324,7 +324,11 @@ export class SocketIoPresence extends EventEmitter<Events> {
     socket.once("disconnecting", (reason: string) => this.disconnecting(member, reason));
     if (this.clientEvents) this.listen(member);
     // Rooms joined before 'connection' (a middleware, a recovered session).
-    for (const room of socket.rooms) if (this.tracks(room, socket)) this.follow(member, room);
+    for (const room of socket.rooms) {
+      // A recovered socket's rooms were presence rooms before (also by explicit calls).
+      const kept = same && held.member.rooms.has(room);
+      if (kept || this.tracks(room, socket)) this.follow(member, room);
+    }
     if (held) {
       // What the old socket was in and this one is not: left now (the new connection stays).
       for (const [room, beat] of held.member.rooms) {

@@ -361,6 +361,29 @@ describe("rollcall/socket.io", () => {
     expect(heard(bob, "room").filter((l) => l === "typing-start:bob")).to.have.length(1);
   });
 
+  it("sends a room's local sockets a new snapshot when its subscriber connection came back", async () => {
+    const [a, b] = [await instance(), await instance()];
+    const ann = user(a, "ann");
+    const cat = user(a, "cat");
+    const replicas = new SocketPresence(cat.socket);
+    for (const c of [ann, cat]) await c.join("room");
+    await eventually(() => replicas.roster("room")?.count === 2);
+    const before = [ann.snapshots.length, cat.snapshots.length];
+    await client().call("CLIENT", "KILL", "TYPE", "pubsub"); // every subscriber connection drops
+    const bob = user(b, "bob");
+    await bob.join("room"); // while A may not hear it
+    await eventually(() => ann.snapshots.length > before[0]! && cat.snapshots.length > before[1]!);
+    await eventually(async () => {
+      expect(replicas.roster("room")).to.deep.equal(asReplica(await a.rollcall.roster("room")));
+      return true;
+    });
+    expect(replicas.roster("room")?.members.map((m) => m.user)).to.deep.equal([
+      "ann",
+      "bob",
+      "cat",
+    ]);
+  });
+
   describe("on a Redis Cluster of 3 masters and 3 replicas", () => {
     const { cluster } = useCluster(3, { replicas: 1 });
 

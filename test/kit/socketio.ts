@@ -161,8 +161,9 @@ export interface IoProcess {
 
 const SERVER = fileURLToPath(new URL("./socketioServer.ts", import.meta.url));
 
-export async function spawnIo(config: IoConfig): Promise<IoProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", SERVER], {
+/** Starts `server` (by default ./socketioServer.ts), which reads its config from ROLLCALL_IO. */
+export async function spawnIo(config: IoConfig, server = SERVER): Promise<IoProcess> {
+  const child = spawn(process.execPath, ["--import", "tsx", server], {
     env: { ...process.env, ROLLCALL_IO: JSON.stringify(config) },
     stdio: ["ignore", "inherit", "inherit", "ipc"],
   });
