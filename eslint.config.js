@@ -14,9 +14,10 @@ const LAYERS = {
   client: ["engine", "runtime", "gateway", "cli", "dev"],
   engine: ["runtime", "gateway", "client", "cli", "dev"],
   runtime: ["gateway", "client", "cli", "dev"],
-  gateway: ["client", "cli", "dev"],
+  gateway: ["client", "cli", "dev", "socketio", "hocuspocus"],
+  socketio: ["gateway", "client", "cli", "dev", "hocuspocus"],
+  hocuspocus: ["gateway", "client", "cli", "dev", "socketio"],
   cli: ["gateway", "client", "dev"],
-  hocuspocus: ["gateway", "client", "cli", "dev"],
 };
 // Isomorphic code (the browser loads it as it is): no Node built-ins, no server libraries.
 const ISOMORPHIC = ["node:*", "ioredis", "ws", "jose"];

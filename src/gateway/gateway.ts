@@ -4,11 +4,12 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
-import { FrameError, SUBPROTOCOL } from "../protocol/frames.js";
+import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
 import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
+import { heartbeatInterval } from "../runtime/heartbeats.js";
 import { Subscriber } from "../runtime/subscriber.js";
-import { Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
+import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import {
   AuthError,
   bearerToken,
@@ -76,6 +77,14 @@ export interface GatewayOptions {
   heartbeatMs?: number;
   /** How often each socket is pinged; one that misses a pong by the next is dead. Default 15 000. */
   pingMs?: number;
+  /**
+   * Large rooms' events are coalesced: in a room of `fromMembers` members or more, a socket gets
+   * them at most every `intervalMs`, together (one `events` frame in protocol version 2). Smaller
+   * rooms' go out at once. Defaults 100 and 50 (see docs/design.md).
+   */
+  coalesce?: { fromMembers?: number; intervalMs?: number };
+  /** A watched room's count frames go out at most this often. Default 1 000. */
+  countIntervalMs?: number;
   limits?: Partial<Limits>;
 }
 
@@ -130,6 +139,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       "sweeper",
       "heartbeatMs",
       "pingMs",
+      "coalesce",
+      "countIntervalMs",
       "limits",
     ]);
     if ((o.jwt === undefined) === (o.authenticate === undefined)) {
@@ -162,13 +173,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       invalidOption(`path must start with /, got ${describe(this.path)}`);
     }
     this.limits = checkLimits(o.limits);
-    const window = rollcall.settings.presenceWindowMs;
-    this.heartbeatMs = integer(
-      "heartbeatMs",
-      o.heartbeatMs ?? Math.floor(window / 3),
-      100,
-      window - 1,
-    );
+    this.heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const pingMs = integer("pingMs", o.pingMs ?? 15_000, 100, 3_600_000);
     this.authTimeoutMs = integer("authTimeoutMs", o.authTimeoutMs ?? 5_000, 10, 600_000);
     this.admission = new Admission(
@@ -190,11 +195,17 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.ownsSubscriber = o.subscriber === undefined;
     this.subscriber = o.subscriber ?? new Subscriber(rollcall);
     if (this.ownsSubscriber) this.subscriber.on("error", (error) => this.report(error));
+    const coalesce = knownKeys(o.coalesce, ["fromMembers", "intervalMs"]);
     this.rooms = new Rooms(rollcall, this.subscriber, {
       authorize,
       capacity: typeof capacity === "function" ? capacity : () => capacity,
       maxRoomsPerSocket: this.limits.maxRoomsPerSocket,
       heartbeatMs: this.heartbeatMs,
+      coalescing: {
+        fromMembers: integer("coalesce.fromMembers", coalesce.fromMembers ?? 100, 1, 1_000_000_000),
+        intervalMs: integer("coalesce.intervalMs", coalesce.intervalMs ?? 50, 1, 10_000),
+      },
+      countIntervalMs: integer("countIntervalMs", o.countIntervalMs ?? 1_000, 1, 3_600_000),
       report: (error) => this.report(error),
     });
     this.host = {
@@ -208,21 +219,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         this.kept(await this.reauthenticate(token, current)),
       report: (error) => this.report(error),
     };
-    if (o.sweeper !== false) {
-      this.sweeper = new Sweeper(
-        rollcall,
-        o.sweeper === true || o.sweeper === undefined ? {} : o.sweeper,
-      );
-      this.sweeper.on("failed", (error) => this.report(error));
-      this.sweeper.start();
-    }
+    this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
     this.wss = new WebSocketServer({
       noServer: true,
       clientTracking: false,
       maxPayload: this.limits.maxFrameBytes,
       perMessageDeflate: false,
-      // The version, never the token entry a browser offers beside it.
-      handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
+      // The newest version the client offers, never the token entry a browser offers beside it.
+      handleProtocols: (protocols) => SUBPROTOCOLS.find((p) => protocols.has(p)) ?? false,
     });
     this.pinger = setInterval(() => this.ping(), pingMs);
     this.pinger.unref();

@@ -3,7 +3,9 @@ import type { WebSocket } from "ws";
 import { RollcallError } from "../protocol/errors.js";
 import {
   FrameError,
+  frameErrorCode,
   parseClientFrame,
+  SUBPROTOCOL_V2,
   type ClientFrame,
   type FrameErrorCode,
   type ServerFrame,
@@ -11,7 +13,8 @@ import {
 import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
 import type { Identity } from "./auth.js";
 import type { Expiries } from "./expiries.js";
-import type { Limits, RateLimit } from "./limits.js";
+import type { RateLimit } from "../runtime/rateLimit.js";
+import type { Limits } from "./limits.js";
 import type { Rooms } from "./rooms.js";
 
 /** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
@@ -56,6 +59,9 @@ export class Session {
   /** The socket's connection id in every room it joins. */
   readonly connection = randomUUID();
   private joined: Map<string, Beat> | undefined;
+  private watched: Set<string> | undefined;
+  /** The protocol version the socket speaks (its subprotocol): 2 has coalesced and count frames. */
+  readonly version: 1 | 2;
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
   alive = true;
   private strikes = 0;
@@ -72,6 +78,7 @@ export class Session {
     /** The user's frame budget, shared by all their sockets. */
     private readonly rate: RateLimit,
   ) {
+    this.version = ws.protocol === SUBPROTOCOL_V2 ? 2 : 1;
     this.armExpiry();
   }
 
@@ -85,6 +92,11 @@ export class Session {
     return (this.joined ??= new Map());
   }
 
+  /** The rooms whose count the socket watches. */
+  get watching(): Set<string> {
+    return (this.watched ??= new Set());
+  }
+
   get identity(): Identity {
     return this.current;
   }
@@ -94,13 +106,19 @@ export class Session {
   }
 
   send(frame: ServerFrame): void {
+    this.sendText(JSON.stringify(frame));
+  }
+
+  /** A frame already encoded (the same text, or bytes, for every socket of a room that gets it). */
+  sendText(text: string | Buffer): void {
     if (this.closed) return;
     // A reader this far behind is a slow consumer: its queue would only grow.
     if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) {
       this.ws.close(CLOSE.tryLater, "slow consumer");
       return;
     }
-    this.ws.send(JSON.stringify(frame));
+    // A text frame, whichever it is given as.
+    this.ws.send(text, { binary: false });
   }
 
   receive(data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean): void {
@@ -110,7 +128,7 @@ export class Session {
     try {
       if (isBinary) throw new FrameError("BAD_FRAME", "frames are JSON text");
       // ws hands a text frame over as one Buffer (no fragments arrays without a custom binaryType).
-      frame = parseClientFrame(Buffer.isBuffer(data) ? data.toString("utf8") : "");
+      frame = parseClientFrame(Buffer.isBuffer(data) ? data.toString("utf8") : "", this.version);
     } catch (error) {
       refused = error;
     }
@@ -138,6 +156,7 @@ export class Session {
     if (this.expiry !== undefined) this.host.expiries.remove(this, this.expiry);
     await this.queue;
     const { rooms } = this.host;
+    for (const room of this.watched ?? []) rooms.unwatch(this, room);
     const joined = [...(this.joined?.keys() ?? [])];
     await Promise.all(joined.map((room) => rooms.leave(this, room)));
   }
@@ -167,6 +186,15 @@ export class Session {
       case "refresh":
         await this.refresh(frame.token, frame.ref);
         return;
+      case "watch":
+        await rooms.watch(this, frame.room, frame.ref);
+        return;
+      case "unwatch":
+        if (!this.watching.has(frame.room)) {
+          throw new FrameError("NOT_JOINED", `not watching room ${frame.room}`, frame.ref);
+        }
+        rooms.unwatch(this, frame.room);
+        break;
     }
     if (frame.ref !== undefined) this.send({ type: "ack", ref: frame.ref });
   }
@@ -184,6 +212,12 @@ export class Session {
     this.current = identity;
     this.armExpiry();
     const { rooms } = this.host;
+    for (const room of [...this.watching]) {
+      if (await rooms.allowed(identity, room)) continue;
+      rooms.unwatch(this, room);
+      const message = `the new token does not allow room ${room}: unwatched`;
+      this.send({ type: "error", code: "FORBIDDEN", message, room });
+    }
     for (const room of [...this.rooms.keys()]) {
       if (await rooms.allowed(identity, room)) continue;
       await rooms.leave(this, room);
@@ -224,7 +258,7 @@ export class Session {
   private refuse(error: unknown, ref?: string): void {
     if (error instanceof FrameError) return this.fail(error.code, error.message, error.ref ?? ref);
     if (error instanceof RollcallError) {
-      const code = codeOf(error);
+      const code = frameErrorCode(error);
       if (code === "INTERNAL" || code === "UNAVAILABLE") this.host.report(error);
       return this.fail(code, error.message, ref);
     }
@@ -237,18 +271,5 @@ export class Session {
     this.send(
       ref === undefined ? { type: "error", code, message } : { type: "error", code, message, ref },
     );
-  }
-}
-
-function codeOf(error: RollcallError): FrameErrorCode {
-  switch (error.code) {
-    case "INVALID_ID":
-    case "INVALID_STATE":
-    case "INVALID_OPTION":
-      return error.code;
-    case "REDIS_UNAVAILABLE":
-      return "UNAVAILABLE";
-    default:
-      return "INTERNAL";
   }
 }

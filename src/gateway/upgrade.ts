@@ -3,10 +3,11 @@ import { isIP } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Metrics } from "../engine/metrics.js";
 import { checkId } from "../protocol/ids.js";
-import { SUBPROTOCOL, SUBPROTOCOLS } from "../protocol/frames.js";
+import { SUBPROTOCOLS } from "../protocol/frames.js";
 import { describe, invalidOption } from "../protocol/options.js";
 import { AuthError, type Identity } from "./auth.js";
-import { Budgets, Tally, type Limits, type RateLimit } from "./limits.js";
+import type { RateLimit } from "../runtime/rateLimit.js";
+import { Budgets, Tally, type Limits } from "./limits.js";
 
 /** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
 export type Origins = readonly string[] | ((origin: string, request: IncomingMessage) => boolean);
@@ -100,11 +101,11 @@ export class Admission {
         "Retry-After": RETRY_AFTER.busy,
       });
     }
-    if (!offered(request).includes(SUBPROTOCOL)) {
+    if (!offered(request).some((p) => SUBPROTOCOLS.includes(p))) {
       return refuse(
         "unsupported-protocol",
         426,
-        `offer the subprotocol ${SUBPROTOCOL}; versions served: ${SUBPROTOCOLS.join(", ")}`,
+        `offer a subprotocol among the versions served: ${SUBPROTOCOLS.join(", ")}`,
         { "Sec-WebSocket-Protocol": SUBPROTOCOLS.join(", ") },
       );
     }

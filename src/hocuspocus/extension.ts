@@ -16,9 +16,9 @@ import type { PresenceEvent } from "../protocol/events.js";
 import { checkId } from "../protocol/ids.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
-import { HeartbeatBatch, HeartbeatWheel } from "../runtime/heartbeats.js";
+import { HeartbeatBatch, HeartbeatWheel, heartbeatInterval } from "../runtime/heartbeats.js";
 import { Subscriber, type Subscription } from "../runtime/subscriber.js";
-import { Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
+import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import { clientsOf, MIN_STATE_BYTES, mirroredState, Throttle } from "./state.js";
 
 /** What `identify` is given: the `connected` hook's payload (its context holds onAuthenticate's). */
@@ -37,8 +37,11 @@ export interface HocuspocusPresenceOptions {
   heartbeatMs?: number;
   /** Least time between two mirrored states of one member. Default 1 000. */
   stateIntervalMs?: number;
-  /** This instance's Sweeper (one per instance announces crashed instances' users); false: none. */
-  sweeper?: SweeperOptions | false;
+  /**
+   * This instance's Sweeper, which announces crashed instances' users (one per instance): true
+   * (the default) for one with the defaults, its options, or false for none.
+   */
+  sweeper?: SweeperOptions | boolean;
 }
 
 interface Events {
@@ -101,7 +104,7 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   private readonly identify: (payload: IdentifyPayload) => string | Promise<string>;
   private readonly roomOf: (documentName: string) => string;
   private readonly subscriber: Subscriber;
-  private readonly sweeper: Sweeper | null;
+  private readonly sweeper: Sweeper | undefined;
   private readonly batch: HeartbeatBatch;
   private readonly wheel: HeartbeatWheel<Member>;
   /** Keyed by documentName and user: one mirrored state per member and interval. */
@@ -115,24 +118,13 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   ) {
     super();
     const o = knownKeys(options, ["identify", "room", "heartbeatMs", "stateIntervalMs", "sweeper"]);
-    const { presenceWindowMs, maxStateBytes } = rollcall.settings;
-    if (maxStateBytes < MIN_STATE_BYTES) {
+    if (rollcall.settings.maxStateBytes < MIN_STATE_BYTES) {
       invalidOption(`rollcall/hocuspocus needs a maxStateBytes of at least ${MIN_STATE_BYTES}`);
     }
     this.identify = callback("identify", o.identify) ?? defaultIdentify;
     this.roomOf = callback("room", o.room) ?? ((name) => name);
-    const heartbeatMs = integer(
-      "heartbeatMs",
-      o.heartbeatMs ?? Math.floor(presenceWindowMs / 3),
-      1,
-      presenceWindowMs - 1,
-    );
+    const heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const stateMs = integer("stateIntervalMs", o.stateIntervalMs ?? 1_000, 1, 3_600_000);
-    if (o.sweeper !== undefined && o.sweeper !== false && typeof o.sweeper !== "object") {
-      invalidOption("sweeper must be Sweeper options or false");
-    }
-    this.sweeper = o.sweeper === false ? null : new Sweeper(rollcall, o.sweeper);
-    this.sweeper?.on("failed", (error) => this.report(error));
     this.subscriber = new Subscriber(rollcall);
     this.subscriber.on("error", (error) => this.report(error));
     this.batch = new HeartbeatBatch(rollcall);
@@ -141,7 +133,7 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     });
     this.throttle = new Throttle(stateMs, (key) => this.mirror(key));
     this.wheel.start();
-    this.sweeper?.start();
+    this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
   }
 
   /** Who is in a document, across every instance (one page: see Rollcall.roster). */
