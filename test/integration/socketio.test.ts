@@ -289,6 +289,7 @@ describe("rollcall/socket.io", () => {
     expect(a.presence.roomsOf(socket)).to.deep.equal([]);
     expect((await a.presence.join(socket, "doc", { state: { s: 1 } })).joined).to.equal(true);
     expect(socket.rooms.has("doc")).to.equal(true);
+    await eventually(() => ann.snapshots.length === 1); // what follows comes as events
     await a.presence.startTyping(socket, "doc");
     await a.presence.setState(socket, "doc", { s: 2 });
     await eventually(() => heard(ann, "doc").includes("update:ann"));
