@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { SocketPresence } from "../../src/client/socketio.js";
 import { InvalidInputError } from "../../src/index.js";
+import { io as ioClient } from "socket.io-client";
 import { SocketIoPresence } from "../../src/socketio/index.js";
 import { advanceClock, stopClock } from "../kit/clock.js";
 import { useCluster } from "../kit/cluster.js";
@@ -201,6 +202,31 @@ describe("rollcall/socket.io", () => {
     await caughtUp(events);
     expect(summary(events)).to.deep.equal(["join:ann"]);
     await eventually(() => replicas.roster("room")?.count === 1);
+  });
+
+  it("takes in sockets connected before it, with the state hook's state, per namespace", async () => {
+    const a = await instance({ adapter: false });
+    const nsp = a.io.of("/late");
+    nsp.on("connection", (socket) => void socket.join("room"));
+    const socket = ioClient(`${a.url}/late`, { auth: { user: "ann" }, transports: ["websocket"] });
+    try {
+      await eventually(() => [...nsp.sockets.values()].some((s) => s.rooms.has("room")));
+      const late = new SocketIoPresence(nsp, a.rollcall, {
+        user: (s) => (s.handshake.auth as { user: string }).user,
+        state: (_socket, room) => ({ room }),
+        sweeper: false,
+      });
+      try {
+        await eventually(async () => (await a.rollcall.count("room")).users === 1);
+        const { members } = await a.rollcall.roster("room");
+        expect(members.map((m) => [m.user, m.state])).to.deep.equal([["ann", { room: "room" }]]);
+      } finally {
+        await late.close();
+      }
+      expect((await a.rollcall.count("room")).connections, "left at close").to.equal(0);
+    } finally {
+      socket.disconnect();
+    }
   });
 
   it("refuses bad input with typed errors, changing nothing", async () => {
