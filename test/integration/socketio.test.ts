@@ -1,6 +1,6 @@
 import { expect } from "chai";
 import { SocketPresence } from "../../src/client/socketio.js";
-import { InvalidInputError } from "../../src/index.js";
+import { InvalidInputError, type MemberState } from "../../src/index.js";
 import { io as ioClient } from "socket.io-client";
 import { SocketIoPresence } from "../../src/socketio/index.js";
 import { advanceClock, stopClock } from "../kit/clock.js";
@@ -208,24 +208,36 @@ describe("rollcall/socket.io", () => {
     const a = await instance({ adapter: false });
     const nsp = a.io.of("/late");
     nsp.on("connection", (socket) => void socket.join("room"));
-    const socket = ioClient(`${a.url}/late`, { auth: { user: "ann" }, transports: ["websocket"] });
+    const connect = (auth: object) =>
+      ioClient(`${a.url}/late`, { auth, transports: ["websocket"] });
+    const sockets = [connect({ user: "ann" }), connect({ user: "bob", big: true })];
     try {
-      await eventually(() => [...nsp.sockets.values()].some((s) => s.rooms.has("room")));
+      await eventually(
+        () => [...nsp.sockets.values()].filter((s) => s.rooms.has("room")).length === 2,
+      );
+      const errors: Error[] = [];
       const late = new SocketIoPresence(nsp, a.rollcall, {
         user: (s) => (s.handshake.auth as { user: string }).user,
-        state: (_socket, room) => ({ room }),
+        // A state too big is reported, and the member joins without one.
+        state: (socket, room): MemberState =>
+          socket.handshake.auth.big ? { big: "x".repeat(2_000) } : { room },
         sweeper: false,
       });
+      late.on("error", (error) => errors.push(error));
       try {
-        await eventually(async () => (await a.rollcall.count("room")).users === 1);
+        await eventually(async () => (await a.rollcall.count("room")).users === 2);
         const { members } = await a.rollcall.roster("room");
-        expect(members.map((m) => [m.user, m.state])).to.deep.equal([["ann", { room: "room" }]]);
+        expect(members.map((m) => [m.user, m.state])).to.deep.equal([
+          ["ann", { room: "room" }],
+          ["bob", null],
+        ]);
+        expect(errors.map((e) => (e as InvalidInputError).code)).to.deep.equal(["INVALID_STATE"]);
       } finally {
         await late.close();
       }
       expect((await a.rollcall.count("room")).connections, "left at close").to.equal(0);
     } finally {
-      socket.disconnect();
+      for (const socket of sockets) socket.disconnect();
     }
   });
 
