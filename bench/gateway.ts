@@ -36,7 +36,7 @@ import {
 } from "./stats.js";
 
 /**
- * The gateway (issue 9 point 8), each gateway a process of its own (bench/gatewayProcess.ts) on
+ * The gateway, each gateway a process of its own (bench/gatewayProcess.ts) on
  * the bench's Redis, driven over raw `ws` sockets from the bench process: the sockets one process
  * holds and what each costs it, the fan-out from a frame on one instance to the event on a socket
  * of another, and the explicit heartbeat frames one process sustains.
