@@ -7,9 +7,11 @@
 // socket costs before the gateway keeps anything for it.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Redis } from "ioredis";
 import { WebSocketServer } from "ws";
-import { Gateway, SUBPROTOCOL, type Limits } from "../src/gateway/index.js";
+import { Gateway, SUBPROTOCOL, type GatewayOptions, type Limits } from "../src/gateway/index.js";
+import type { MeterLike } from "../src/engine/metrics.js";
 import { Rollcall, type RollcallOptions } from "../src/index.js";
 
 export interface GatewayProcessConfig {
@@ -19,9 +21,12 @@ export interface GatewayProcessConfig {
   limits: Partial<Limits>;
   pingMs: number;
   plain?: boolean;
+  /** Gateway options a bench sets beyond the caps (coalescing, count frames, a Sweeper). */
+  gateway?: Pick<GatewayOptions, "coalesce" | "countIntervalMs" | "sweeper">;
 }
 
-export type ToGateway = { type: "stats"; id: number; gc: boolean } | { type: "stop" };
+export type ToGateway =
+  { type: "stats"; id: number; gc: boolean; resetLoop?: boolean } | { type: "stop" };
 
 export interface GatewayStats {
   /** process.memoryUsage(), bytes. */
@@ -37,6 +42,13 @@ export interface GatewayStats {
   /** Errors the gateway reported, and the first one's message. */
   errors: number;
   firstError: string | null;
+  /** Unhandled promise rejections in the process. */
+  unhandled: number;
+  /** Snapshot reads the gateway made (shared by the sockets that joined together), and pages. */
+  snapshotReads: number;
+  snapshotPages: number;
+  /** Event-loop delay since the process started or the last stats with resetLoop, ms. */
+  loopDelay: { p50: number; p99: number; max: number };
 }
 
 export type FromGateway =
@@ -81,13 +93,14 @@ async function main(): Promise<void> {
   const config = JSON.parse(process.env.BENCH_GATEWAY ?? "") as GatewayProcessConfig;
   if (config.plain) return serve(await plainServer(), () => undefined);
   const redis = new Redis(config.redisUrl);
-  const rollcall = new Rollcall(redis, config.engine);
+  const rollcall = new Rollcall(redis, { ...config.engine, meter: SNAPSHOT_METER });
   await rollcall.ready();
   const gateway = new Gateway(rollcall, {
     jwt: { secret: config.secret },
     sweeper: false,
     pingMs: config.pingMs,
     limits: config.limits,
+    ...config.gateway,
   });
   const { port } = await gateway.listen(0);
   serve(
@@ -96,6 +109,20 @@ async function main(): Promise<void> {
     gateway,
   );
 }
+
+/** The gateway's snapshot reads, counted through the engine's metrics (nothing else is kept). */
+const snapshots = { reads: 0, pages: 0 };
+const SNAPSHOT_METER: MeterLike = {
+  createCounter: (name) => ({
+    add: (value, attributes) => {
+      if (name !== "rollcall.gateway.snapshot.reads") return;
+      snapshots.reads += value;
+      snapshots.pages += value * Number(attributes?.pages ?? 1);
+    },
+  }),
+  createUpDownCounter: () => ({ add: () => undefined }),
+  createHistogram: () => ({ record: () => undefined }),
+};
 
 /** Answers the bench over IPC until it says stop, or goes away. */
 function serve(
@@ -106,6 +133,13 @@ function serve(
   const { port } = server;
   let errors = 0;
   let firstError: string | null = null;
+  let unhandled = 0;
+  process.on("unhandledRejection", (error) => {
+    unhandled += 1;
+    firstError ??= `unhandled: ${String(error)}`;
+  });
+  const loop = monitorEventLoopDelay({ resolution: 10 });
+  loop.enable();
   gateway?.on("error", (error) => {
     errors += 1;
     firstError ??= error.message;
@@ -130,6 +164,14 @@ function serve(
       connections: server.connections(),
       errors,
       firstError,
+      unhandled,
+      snapshotReads: snapshots.reads,
+      snapshotPages: snapshots.pages,
+      loopDelay: {
+        p50: loop.percentile(50) / 1e6,
+        p99: loop.percentile(99) / 1e6,
+        max: loop.max / 1e6,
+      },
     };
   };
 
@@ -147,8 +189,10 @@ function serve(
       });
   };
   process.on("message", (message: ToGateway) => {
-    if (message.type === "stats") send({ type: "stats", id: message.id, stats: stats(message.gc) });
-    else if (message.type === "stop") stop();
+    if (message.type === "stats") {
+      send({ type: "stats", id: message.id, stats: stats(message.gc) });
+      if (message.resetLoop) loop.reset();
+    } else if (message.type === "stop") stop();
   });
   process.on("disconnect", stop);
   process.on("SIGTERM", stop);

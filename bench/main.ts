@@ -3,7 +3,10 @@ import { availableParallelism, cpus, platform } from "node:os";
 import { parseArgs } from "node:util";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
 import { chart } from "./chart.js";
+import { benchCounts, countsSteps } from "./counts.js";
+import { benchRoster, rosterSteps } from "./roster.js";
 import { benchLog, logSteps } from "./eventLog.js";
+import { benchBigRooms, bigRoomsMarkdown, bigRoomsSteps } from "./bigRooms.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
 import { benchGateway, gatewaySteps } from "./gateway.js";
 import { benchGrace, graceSteps } from "./grace.js";
@@ -26,16 +29,18 @@ import {
 import { benchSweep, sweepSteps } from "./sweep.js";
 import { targets } from "./targets.js";
 
-const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only gateway|socket.io] [--redis-url redis://host:port]
+const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only gateway|big-rooms|socket.io] [--redis-url redis://host:port]
 
   --smoke      a quick run that only proves the bench works (CI); results go to smoke.*
-  --only       run one section alone: gateway (results go to gateway.* or gateway-smoke.*), or
-               socket.io (fetchSockets() vs rollcall, only run so: socketio.* or socketio-smoke.*)
+  --only       run one section alone: gateway (results go to gateway.* or gateway-smoke.*),
+               big-rooms (large rooms under churn and a reconnect storm) or socket.io
+               (fetchSockets() vs rollcall), which the whole run leaves out: results go to
+               big-rooms.* or socketio.* (-smoke.* with --smoke)
   --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server: the bench
                flushes it and resets its INFO statistics`;
 
 const RESULTS = new URL("./results/", import.meta.url);
-const ONLY = ["gateway", "socket.io"] as const;
+const ONLY = ["gateway", "big-rooms", "socket.io"] as const;
 type Only = (typeof ONLY)[number];
 
 function options(): {
@@ -82,6 +87,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       sweepSteps(profile) +
       liveSteps(profile) +
       memorySteps(profile) +
+      countsSteps() +
+      rosterSteps(profile) +
       logSteps(profile) +
       graceSteps(profile),
   );
@@ -95,6 +102,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const sweep = await benchSweep(lab, profile, progress);
     const live = await benchLive(lab, profile, progress);
     const memory = await benchMemory(lab, profile, progress);
+    const counts = await benchCounts(lab, profile, progress);
+    const roster = await benchRoster(lab, profile, progress);
     const log = await benchLog(lab, profile, progress);
     const grace = await benchGrace(lab, profile, progress);
     await lab.flush();
@@ -106,6 +115,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       sweep,
       live,
       memory,
+      counts,
+      roster,
       log,
       grace,
     };
@@ -127,6 +138,28 @@ async function runGateway(profile: Profile, lab: Lab, embedded: boolean) {
   } finally {
     progress.stop();
   }
+}
+
+/** Large rooms and the storm, alone; saved as big-rooms.md/.json (or big-rooms-smoke.*). */
+async function runBigRooms(profile: Profile, lab: Lab, embedded: boolean): Promise<string> {
+  const progress = new Progress(bigRoomsSteps(profile.bigRooms));
+  const started = performance.now();
+  let results;
+  try {
+    await lab.checkEmpty();
+    const server = await info(lab.admin, "server");
+    const bigRooms = await benchBigRooms(lab, profile.bigRooms, progress);
+    await lab.flush();
+    results = { meta: meta(profile, server, embedded, started), bigRooms };
+  } finally {
+    progress.stop();
+  }
+  const report = bigRoomsMarkdown(results.bigRooms, results.meta);
+  const name = profile.name === "full" ? "big-rooms" : "big-rooms-smoke";
+  await mkdir(RESULTS, { recursive: true });
+  await writeFile(new URL(`${name}.md`, RESULTS), report);
+  await writeFile(new URL(`${name}.json`, RESULTS), JSON.stringify(results, null, 2) + "\n");
+  return report;
 }
 
 function meta(
@@ -211,7 +244,9 @@ async function main(): Promise<void> {
   process.once("SIGINT", interrupted);
   process.once("SIGTERM", interrupted);
   try {
-    if (only === "gateway") {
+    if (only === "big-rooms") {
+      console.log(await runBigRooms(profile, lab, embedded !== undefined));
+    } else if (only === "gateway") {
       console.log(await saveGateway(await runGateway(profile, lab, embedded !== undefined)));
     } else if (only === "socket.io") {
       console.log(await runSocketIo(profile, lab, embedded !== undefined));

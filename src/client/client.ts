@@ -4,11 +4,13 @@ import {
   BEARER_PROTOCOL,
   parseServerFrame,
   SUBPROTOCOL,
+  SUBPROTOCOL_V2,
   type ClientFrame,
   type FrameErrorCode,
   type ServerFrame,
 } from "../protocol/frames.js";
 import type { MemberState } from "../protocol/state.js";
+import { RoomCount } from "./count.js";
 import { Emitter } from "./emitter.js";
 import { Room } from "./room.js";
 
@@ -71,6 +73,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
   private ws: WebSocket | null = null;
   private currentStatus: Status = "connecting";
   private readonly rooms = new Map<string, Room>();
+  private readonly counts = new Map<string, RoomCount>();
   private readonly pending = new Map<string, Pending>();
   private refs = 0;
   private failures = 0;
@@ -109,6 +112,21 @@ export class RollcallClient extends Emitter<ClientEvents> {
     return handle.ready.then(() => handle);
   }
 
+  /**
+   * Watches a room's member count without joining it; resolves once the first count has come.
+   * Needs a gateway that speaks protocol version 2 (an older one refuses it: UNKNOWN_FRAME).
+   */
+  watch(room: string): Promise<RoomCount> {
+    let watched = this.counts.get(room);
+    if (!watched) {
+      watched = new RoomCount(this, room);
+      this.counts.set(room, watched);
+      if (this.currentStatus === "open") watched.rewatch();
+    }
+    const handle = watched;
+    return handle.ready.then(() => handle);
+  }
+
   /** Closes the socket for good: the gateway leaves every room. */
   close(): void {
     this.setStatus("closed");
@@ -117,6 +135,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
     this.ws?.close(1000);
     for (const room of this.rooms.values()) room.end();
     this.rooms.clear();
+    this.counts.clear();
     this.settleAll(new GatewayError("CLOSED", "the client was closed"));
   }
 
@@ -139,6 +158,11 @@ export class RollcallClient extends Emitter<ClientEvents> {
     this.rooms.delete(room);
   }
 
+  /** Forgets a room whose count the app no longer watches. */
+  forgetCount(room: string): void {
+    this.counts.delete(room);
+  }
+
   private async token(): Promise<string | undefined> {
     const { token } = this.options;
     return typeof token === "function" ? await token() : token;
@@ -146,7 +170,8 @@ export class RollcallClient extends Emitter<ClientEvents> {
 
   private async connect(): Promise<void> {
     let url = this.url;
-    const protocols = [SUBPROTOCOL];
+    // Version 2 first: a gateway that serves only version 1 picks that.
+    const protocols = [SUBPROTOCOL_V2, SUBPROTOCOL];
     try {
       const token = await this.token();
       if (token && this.options.tokenInUrl) {
@@ -224,6 +249,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
         this.setStatus("open");
         this.scheduleRefresh(frame.expiresAt);
         for (const room of this.rooms.values()) room.rejoin();
+        for (const watched of this.counts.values()) watched.rewatch();
         return;
       case "refreshed":
         if (frame.ref) this.settle(frame.ref);
@@ -236,6 +262,15 @@ export class RollcallClient extends Emitter<ClientEvents> {
       case "event":
         this.rooms.get(frame.event.room)?.receive(frame.event);
         return;
+      case "events": {
+        const room = this.rooms.get(frame.room);
+        for (const event of frame.events) room?.receive(event);
+        return;
+      }
+      case "count":
+        this.counts.get(frame.room)?.receive(frame.count);
+        if (frame.ref) this.settle(frame.ref);
+        return;
       case "ack":
         this.settle(frame.ref);
         return;
@@ -244,6 +279,8 @@ export class RollcallClient extends Emitter<ClientEvents> {
         if (frame.ref && this.pending.has(frame.ref)) this.settle(frame.ref, error);
         else if (frame.room !== undefined && this.rooms.has(frame.room)) {
           this.rooms.get(frame.room)!.refused(error); // left after a refresh
+        } else if (frame.room !== undefined && this.counts.has(frame.room)) {
+          this.counts.get(frame.room)!.refused(error);
         } else this.emit("error", error);
       }
     }

@@ -1,5 +1,6 @@
 export { RollcallClient, GatewayError, type ClientOptions, type Status } from "./client.js";
 export { Room } from "./room.js";
+export { RoomCount } from "./count.js";
 export type { ReplicaRoster, ReplicaMember, RosterChange } from "../protocol/replica.js";
 export type { PresenceEvent, EventType } from "../protocol/events.js";
 export type { MemberState } from "../protocol/state.js";

@@ -79,4 +79,6 @@ const DESCRIPTIONS: Record<string, string> = {
   "rollcall.gateway.sockets": "Gateway sockets open",
   "rollcall.gateway.frames": "Frames received by type",
   "rollcall.gateway.refusals": "Refused upgrades and error frames, by reason or code",
+  "rollcall.gateway.snapshot.reads":
+    "Snapshot reads of the gateway's rooms (each shared by the sockets that joined together), by pages",
 };

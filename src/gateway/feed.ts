@@ -11,9 +11,44 @@ export interface Delivery {
 
 /** Where a feed's frames go. */
 export interface Sink<S> {
-  event(to: S, event: PresenceEvent): void;
+  /** A socket's share of the room's events, in order: one chain. */
+  events(to: S, batch: Batch): void;
   snapshot(to: S, snapshot: Snapshot): void;
 }
+
+/**
+ * When a room's events are coalesced: from `fromMembers` members on, the events of `intervalMs`
+ * go out together (a version 2 socket gets them in one `events` frame), else each at once.
+ */
+export interface Coalescing {
+  fromMembers: number;
+  intervalMs: number;
+}
+
+/**
+ * Events of a room on their way to its sockets, encoded once (to UTF-8 bytes) for every socket
+ * that gets all of them: as one `event` frame each (version 1, or a single event), or one
+ * `events` frame.
+ */
+export class Batch {
+  private v1: readonly Buffer[] | undefined;
+  private v2: readonly Buffer[] | undefined;
+
+  constructor(
+    readonly room: string,
+    readonly events: readonly PresenceEvent[],
+  ) {}
+
+  /** The frames' text for a socket of protocol version 1 or 2. */
+  frames(version: 1 | 2): readonly Buffer[] {
+    if (version === 1 || this.events.length === 1) {
+      return (this.v1 ??= this.events.map((event) => encode({ type: "event", event })));
+    }
+    return (this.v2 ??= [encode({ type: "events", room: this.room, events: this.events })]);
+  }
+}
+
+const encode = (frame: object) => Buffer.from(JSON.stringify(frame));
 
 /**
  * One room's events on this gateway, fanned out to the sockets in the room. The feed follows the
@@ -25,6 +60,11 @@ export interface Sink<S> {
  *
  * A socket that asked for some types only still gets an unbroken chain of what it gets: the
  * next event sent to it has its `prev` set to the last event it got.
+ *
+ * A room of `fromMembers` members or more (as its last event or snapshot counted) is coalesced:
+ * its events go out at most every `intervalMs`, together, the same text for every socket that
+ * gets them all (an event after a quiet interval at once, those that follow it within the
+ * interval with the next batch). A smaller room's go out at once.
  */
 export class RoomFeed<S> {
   readonly deliveries = new Map<S, Delivery>();
@@ -32,8 +72,19 @@ export class RoomFeed<S> {
   private started = false;
   /** The last event log entry id this feed knows it has everything up to (log on). */
   private logId: string | undefined;
+  /** The room's members, as its last event or snapshot counted. */
+  private members = 0;
+  /** Events passed on since the last flush, in order. */
+  private pending: PresenceEvent[] = [];
+  private timer: NodeJS.Timeout | undefined;
+  /** When the last batch went out (performance.now()). */
+  private flushedAt = -Infinity;
 
-  constructor(private readonly sink: Sink<S>) {}
+  constructor(
+    readonly room: string,
+    private readonly sink: Sink<S>,
+    private readonly coalescing: Coalescing,
+  ) {}
 
   get log(): string | undefined {
     return this.logId;
@@ -65,7 +116,9 @@ export class RoomFeed<S> {
    * pass on. True when another resync is needed.
    */
   install(snapshot: Snapshot): boolean {
+    this.flush();
     this.started = true;
+    this.members = snapshot.count;
     this.logId = snapshot.log;
     for (const [to, delivery] of this.deliveries) {
       this.sink.snapshot(to, snapshot);
@@ -89,24 +142,68 @@ export class RoomFeed<S> {
     }
     if (this.started) return false;
     this.started = true;
+    this.members = snapshot.count;
     this.logId = snapshot.log;
     return this.events.install(epoch, seq, snapshot.count);
   }
 
+  /** Sends the events passed on since the last flush: each socket its share, in one go. */
+  flush(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    const events = this.pending;
+    if (events.length === 0) return;
+    this.pending = [];
+    this.flushedAt = performance.now();
+    const all = new Batch(this.room, events);
+    for (const [to, delivery] of this.deliveries) {
+      const share = this.share(delivery, events);
+      if (share.length > 0)
+        this.sink.events(to, share === events ? all : new Batch(this.room, share));
+    }
+  }
+
+  /** Stops the flush timer (the room is closed). */
+  stop(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.pending = [];
+  }
+
   private pass(event: PresenceEvent): void {
     if (event.log !== undefined) this.logId = event.log;
-    for (const [to, delivery] of this.deliveries) {
-      if (delivery.types && !delivery.types.has(event.type)) continue;
+    if (event.type === "join" || event.type === "leave") this.members = event.count;
+    this.pending.push(event);
+    const { fromMembers, intervalMs } = this.coalescing;
+    // A room that shrank below the mark sends what it kept back at once, with this event.
+    if (this.members < fromMembers) return this.flush();
+    if (this.timer !== undefined) return;
+    // The first event after a quiet interval goes at once; those that follow it wait their turn.
+    const wait = this.flushedAt + intervalMs - performance.now();
+    if (wait <= 0) this.flush();
+    else this.timer = setTimeout(() => this.flush(), wait);
+  }
+
+  /** What a socket gets of some events (the same array when it gets them all, as they are). */
+  private share(delivery: Delivery, events: readonly PresenceEvent[]): readonly PresenceEvent[] {
+    let share: PresenceEvent[] | null = null;
+    for (const [i, event] of events.entries()) {
       const { last } = delivery;
-      // Its own snapshot, read after this event was published, has it already.
-      if (last !== null && last.epoch === event.epoch && event.seq <= last.seq) continue;
+      const skip =
+        (delivery.types !== null && !delivery.types.has(event.type)) ||
+        // Its own snapshot, read after this event was published, has it already.
+        (last !== null && last.epoch === event.epoch && event.seq <= last.seq);
       const rewrite =
+        !skip &&
         delivery.types !== null &&
         last !== null &&
         last.epoch === event.epoch &&
         event.prev > last.seq;
-      this.sink.event(to, rewrite ? { ...event, prev: last.seq } : event);
+      if ((skip || rewrite) && share === null) share = events.slice(0, i);
+      if (skip) continue;
+      share?.push(rewrite ? { ...event, prev: last.seq } : event);
       delivery.last = { epoch: event.epoch, seq: event.seq };
     }
+    return share ?? events;
   }
 }

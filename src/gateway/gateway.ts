@@ -4,7 +4,7 @@ import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
 import { WebSocketServer, type WebSocket } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
-import { FrameError, SUBPROTOCOL } from "../protocol/frames.js";
+import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
 import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
 import { heartbeatInterval } from "../runtime/heartbeats.js";
@@ -77,6 +77,14 @@ export interface GatewayOptions {
   heartbeatMs?: number;
   /** How often each socket is pinged; one that misses a pong by the next is dead. Default 15 000. */
   pingMs?: number;
+  /**
+   * Large rooms' events are coalesced: in a room of `fromMembers` members or more, a socket gets
+   * them at most every `intervalMs`, together (one `events` frame in protocol version 2). Smaller
+   * rooms' go out at once. Defaults 100 and 50 (see docs/design.md).
+   */
+  coalesce?: { fromMembers?: number; intervalMs?: number };
+  /** A watched room's count frames go out at most this often. Default 1 000. */
+  countIntervalMs?: number;
   limits?: Partial<Limits>;
 }
 
@@ -131,6 +139,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       "sweeper",
       "heartbeatMs",
       "pingMs",
+      "coalesce",
+      "countIntervalMs",
       "limits",
     ]);
     if ((o.jwt === undefined) === (o.authenticate === undefined)) {
@@ -185,11 +195,17 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.ownsSubscriber = o.subscriber === undefined;
     this.subscriber = o.subscriber ?? new Subscriber(rollcall);
     if (this.ownsSubscriber) this.subscriber.on("error", (error) => this.report(error));
+    const coalesce = knownKeys(o.coalesce, ["fromMembers", "intervalMs"]);
     this.rooms = new Rooms(rollcall, this.subscriber, {
       authorize,
       capacity: typeof capacity === "function" ? capacity : () => capacity,
       maxRoomsPerSocket: this.limits.maxRoomsPerSocket,
       heartbeatMs: this.heartbeatMs,
+      coalescing: {
+        fromMembers: integer("coalesce.fromMembers", coalesce.fromMembers ?? 100, 1, 1_000_000_000),
+        intervalMs: integer("coalesce.intervalMs", coalesce.intervalMs ?? 50, 1, 10_000),
+      },
+      countIntervalMs: integer("countIntervalMs", o.countIntervalMs ?? 1_000, 1, 3_600_000),
       report: (error) => this.report(error),
     });
     this.host = {
@@ -209,8 +225,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       clientTracking: false,
       maxPayload: this.limits.maxFrameBytes,
       perMessageDeflate: false,
-      // The version, never the token entry a browser offers beside it.
-      handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
+      // The newest version the client offers, never the token entry a browser offers beside it.
+      handleProtocols: (protocols) => SUBPROTOCOLS.find((p) => protocols.has(p)) ?? false,
     });
     this.pinger = setInterval(() => this.ping(), pingMs);
     this.pinger.unref();

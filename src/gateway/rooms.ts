@@ -1,30 +1,37 @@
 import type { Rollcall } from "../engine/rollcall.js";
-import type { Roster } from "../engine/scripts/roster.js";
 import { ResyncPacer } from "../protocol/backoff.js";
 import type { EventType } from "../protocol/events.js";
 import { FrameError } from "../protocol/frames.js";
 import { checkId } from "../protocol/ids.js";
 import { integer } from "../protocol/options.js";
 import { encodeState } from "../protocol/state.js";
-import type { Snapshot } from "../protocol/replica.js";
 import type { MemberState } from "../protocol/state.js";
 import { Pause } from "../runtime/background.js";
 import type { Subscriber, Subscription } from "../runtime/subscriber.js";
 import { roomAllowed, type Identity } from "./auth.js";
-import { RoomFeed, type Sink } from "./feed.js";
+import { CountWatch } from "./counts.js";
+import { RoomFeed, type Coalescing, type Sink } from "./feed.js";
 import { HeartbeatBatch, HeartbeatWheel } from "../runtime/heartbeats.js";
 import type { Beat, Session } from "./session.js";
+import { SharedSnapshot, snapshotFrame } from "./snapshots.js";
 
 export interface RoomsOptions {
   authorize: ((identity: Identity, room: string) => boolean | Promise<boolean>) | undefined;
   capacity: (room: string) => number | undefined;
   maxRoomsPerSocket: number;
   heartbeatMs: number;
+  coalescing: Coalescing;
+  /** Count frames go out at most this often per room. */
+  countIntervalMs: number;
   report: (error: unknown) => void;
 }
 
 interface Room {
   readonly feed: RoomFeed<Session>;
+  readonly counts: CountWatch<Session>;
+  readonly snapshots: SharedSnapshot;
+  /** The count read of the room's first watchers, shared. */
+  countRead: Promise<number> | null;
   readonly subscription: Promise<Subscription>;
   readonly pacer: ResyncPacer;
   readonly pause: Pause;
@@ -36,8 +43,10 @@ interface Room {
 
 /** Sends a room's frames to its sockets. */
 const SINK: Sink<Session> = {
-  event: (to, event) => to.send({ type: "event", event }),
-  snapshot: (to, snapshot) => to.send({ type: "snapshot", room: snapshot.room, roster: snapshot }),
+  events: (to, batch) => {
+    for (const text of batch.frames(to.version)) to.sendText(text);
+  },
+  snapshot: (to, snapshot) => to.sendText(snapshotFrame(snapshot, undefined)),
 };
 
 /**
@@ -116,14 +125,47 @@ export class Rooms {
       session.rooms.set(room, beat);
       this.wheel.add(beat, this.rollcall.bucketOf(room));
     }
-    const snapshot = snapshotOf(await this.rollcall.roster(room));
-    session.send({
-      type: "snapshot",
-      room,
-      roster: snapshot,
-      ...(ref === undefined ? {} : { ref }),
-    });
+    const snapshot = await entry.snapshots.next();
+    session.sendText(snapshotFrame(snapshot, ref));
     if (this.rooms.get(room)?.feed.restart(session, snapshot)) this.resync(room, "gap");
+  }
+
+  /**
+   * A socket watches a room's member count: it gets a count frame now (the answer), then one
+   * when the count changes, at most every countIntervalMs. It is no member, and hears no event.
+   */
+  async watch(session: Session, room: string, ref: string | undefined): Promise<void> {
+    checkId("room", room);
+    const { maxRoomsPerSocket } = this.options;
+    if (session.watching.has(room))
+      throw new FrameError("BAD_FRAME", `watching ${room} already`, ref);
+    if (session.watching.size >= maxRoomsPerSocket) {
+      throw new FrameError("TOO_MANY_ROOMS", `at most ${maxRoomsPerSocket} watched rooms`, ref);
+    }
+    if (!(await this.allowed(session.identity, room))) {
+      throw new FrameError("FORBIDDEN", `not allowed in room ${room}`, ref);
+    }
+    const entry = this.roomOf(room);
+    entry.counts.add(session);
+    session.watching.add(room);
+    let count: number;
+    try {
+      await entry.subscription;
+      count = entry.counts.count ?? (await (entry.countRead ??= this.readCount(room, entry)));
+    } catch (error) {
+      this.unwatch(session, room);
+      throw error;
+    }
+    session.send({ type: "count", room, count, ...(ref === undefined ? {} : { ref }) });
+    entry.counts.sent(session, count);
+  }
+
+  /** A socket stops watching a room's count. */
+  unwatch(session: Session, room: string): void {
+    session.watching.delete(room);
+    const entry = this.rooms.get(room);
+    entry?.counts.watchers.delete(session);
+    if (entry) this.release(room, entry);
   }
 
   /** A socket leaves a room: it stops hearing it, and its connection is removed from it. */
@@ -158,10 +200,21 @@ export class Rooms {
   private roomOf(room: string): Room {
     let entry = this.rooms.get(room);
     if (entry) return entry;
-    const feed = new RoomFeed<Session>(SINK);
+    const feed = new RoomFeed<Session>(room, SINK, this.options.coalescing);
+    const counts = new CountWatch<Session>(
+      (to, count) => to.send({ type: "count", room, count }),
+      this.options.countIntervalMs,
+    );
+    const { metrics } = this.rollcall;
+    const snapshots = new SharedSnapshot(
+      () => this.rollcall.rosterPages(room),
+      (pages) => metrics.add("rollcall.gateway.snapshot.reads", 1, { pages }),
+    );
     const subscription = this.subscriber.subscribe(
       room,
       (event) => {
+        counts.see(event);
+        snapshots.see(event);
         if (feed.receive(event)) this.resync(room, "gap");
       },
       {
@@ -173,6 +226,9 @@ export class Rooms {
     );
     const created: Room = {
       feed,
+      counts,
+      snapshots,
+      countRead: null,
       subscription,
       pacer: new ResyncPacer(),
       pause: new Pause(),
@@ -219,7 +275,7 @@ export class Rooms {
           if (!entry.feed.recover(events)) continue;
         }
         entry.feed.requestSnapshot();
-        const snapshot = snapshotOf(await this.rollcall.roster(room));
+        const snapshot = await entry.snapshots.next();
         // A newer resync is wanted (the connection came back meanwhile): this one may miss events.
         if (entry.wanted === null && !entry.closed && entry.feed.install(snapshot)) {
           entry.wanted = "gap";
@@ -239,23 +295,34 @@ export class Rooms {
     session.rooms.delete(room);
     const entry = this.rooms.get(room);
     entry?.feed.deliveries.delete(session);
-    if (entry && entry.feed.deliveries.size === 0) {
-      this.rooms.delete(room);
-      this.shut(entry);
-      entry.subscription.then((s) => s.close()).catch(() => undefined);
-    }
+    if (entry) this.release(room, entry);
     return beat !== undefined;
+  }
+
+  /** A room nobody is in or watches any more: its subscription goes. */
+  private release(room: string, entry: Room): void {
+    if (entry.feed.deliveries.size > 0 || entry.counts.watchers.size > 0) return;
+    if (this.rooms.get(room) === entry) this.rooms.delete(room);
+    this.shut(entry);
+    entry.subscription.then((s) => s.close()).catch(() => undefined);
+  }
+
+  /** The count of a room nobody watched, read once for the watchers that come together. */
+  private async readCount(room: string, entry: Room): Promise<number> {
+    const mark = entry.counts.mark;
+    try {
+      const { users } = await this.rollcall.count(room);
+      entry.counts.read(users, mark);
+      return entry.counts.count ?? users;
+    } finally {
+      entry.countRead = null;
+    }
   }
 
   private shut(entry: Room): void {
     entry.closed = true;
     entry.pause.interrupt();
+    entry.feed.stop();
+    entry.counts.stop();
   }
-}
-
-/** What a socket's replica needs of a roster: no connections, no lastSeen. */
-function snapshotOf(roster: Roster): Snapshot {
-  const members = roster.members.map(({ user, joinedAt, state }) => ({ user, joinedAt, state }));
-  const { room, epoch, seq, count, typing, log } = roster;
-  return { room, epoch, seq, count, members, typing, ...(log === undefined ? {} : { log }) };
 }

@@ -5,6 +5,7 @@ import {
   FrameError,
   frameErrorCode,
   parseClientFrame,
+  SUBPROTOCOL_V2,
   type ClientFrame,
   type FrameErrorCode,
   type ServerFrame,
@@ -58,6 +59,9 @@ export class Session {
   /** The socket's connection id in every room it joins. */
   readonly connection = randomUUID();
   private joined: Map<string, Beat> | undefined;
+  private watched: Set<string> | undefined;
+  /** The protocol version the socket speaks (its subprotocol): 2 has coalesced and count frames. */
+  readonly version: 1 | 2;
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
   alive = true;
   private strikes = 0;
@@ -74,6 +78,7 @@ export class Session {
     /** The user's frame budget, shared by all their sockets. */
     private readonly rate: RateLimit,
   ) {
+    this.version = ws.protocol === SUBPROTOCOL_V2 ? 2 : 1;
     this.armExpiry();
   }
 
@@ -87,6 +92,11 @@ export class Session {
     return (this.joined ??= new Map());
   }
 
+  /** The rooms whose count the socket watches. */
+  get watching(): Set<string> {
+    return (this.watched ??= new Set());
+  }
+
   get identity(): Identity {
     return this.current;
   }
@@ -96,13 +106,19 @@ export class Session {
   }
 
   send(frame: ServerFrame): void {
+    this.sendText(JSON.stringify(frame));
+  }
+
+  /** A frame already encoded (the same text, or bytes, for every socket of a room that gets it). */
+  sendText(text: string | Buffer): void {
     if (this.closed) return;
     // A reader this far behind is a slow consumer: its queue would only grow.
     if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) {
       this.ws.close(CLOSE.tryLater, "slow consumer");
       return;
     }
-    this.ws.send(JSON.stringify(frame));
+    // A text frame, whichever it is given as.
+    this.ws.send(text, { binary: false });
   }
 
   receive(data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean): void {
@@ -112,7 +128,7 @@ export class Session {
     try {
       if (isBinary) throw new FrameError("BAD_FRAME", "frames are JSON text");
       // ws hands a text frame over as one Buffer (no fragments arrays without a custom binaryType).
-      frame = parseClientFrame(Buffer.isBuffer(data) ? data.toString("utf8") : "");
+      frame = parseClientFrame(Buffer.isBuffer(data) ? data.toString("utf8") : "", this.version);
     } catch (error) {
       refused = error;
     }
@@ -140,6 +156,7 @@ export class Session {
     if (this.expiry !== undefined) this.host.expiries.remove(this, this.expiry);
     await this.queue;
     const { rooms } = this.host;
+    for (const room of this.watched ?? []) rooms.unwatch(this, room);
     const joined = [...(this.joined?.keys() ?? [])];
     await Promise.all(joined.map((room) => rooms.leave(this, room)));
   }
@@ -169,6 +186,15 @@ export class Session {
       case "refresh":
         await this.refresh(frame.token, frame.ref);
         return;
+      case "watch":
+        await rooms.watch(this, frame.room, frame.ref);
+        return;
+      case "unwatch":
+        if (!this.watching.has(frame.room)) {
+          throw new FrameError("NOT_JOINED", `not watching room ${frame.room}`, frame.ref);
+        }
+        rooms.unwatch(this, frame.room);
+        break;
     }
     if (frame.ref !== undefined) this.send({ type: "ack", ref: frame.ref });
   }
@@ -186,6 +212,12 @@ export class Session {
     this.current = identity;
     this.armExpiry();
     const { rooms } = this.host;
+    for (const room of [...this.watching]) {
+      if (await rooms.allowed(identity, room)) continue;
+      rooms.unwatch(this, room);
+      const message = `the new token does not allow room ${room}: unwatched`;
+      this.send({ type: "error", code: "FORBIDDEN", message, room });
+    }
     for (const room of [...this.rooms.keys()]) {
       if (await rooms.allowed(identity, room)) continue;
       await rooms.leave(this, room);

@@ -3,7 +3,7 @@ import { isIP } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Metrics } from "../engine/metrics.js";
 import { checkId } from "../protocol/ids.js";
-import { SUBPROTOCOL, SUBPROTOCOLS } from "../protocol/frames.js";
+import { SUBPROTOCOLS } from "../protocol/frames.js";
 import { describe, invalidOption } from "../protocol/options.js";
 import { AuthError, type Identity } from "./auth.js";
 import type { RateLimit } from "../runtime/rateLimit.js";
@@ -101,11 +101,11 @@ export class Admission {
         "Retry-After": RETRY_AFTER.busy,
       });
     }
-    if (!offered(request).includes(SUBPROTOCOL)) {
+    if (!offered(request).some((p) => SUBPROTOCOLS.includes(p))) {
       return refuse(
         "unsupported-protocol",
         426,
-        `offer the subprotocol ${SUBPROTOCOL}; versions served: ${SUBPROTOCOLS.join(", ")}`,
+        `offer a subprotocol among the versions served: ${SUBPROTOCOLS.join(", ")}`,
         { "Sec-WebSocket-Protocol": SUBPROTOCOLS.join(", ") },
       );
     }

@@ -4,12 +4,14 @@ import type { Snapshot } from "./replica.js";
 import type { MemberState } from "./state.js";
 
 /**
- * The WebSocket protocol between the gateway and its clients, version 1: JSON text frames, each
- * an object with a `type`. The version is the WebSocket subprotocol both sides ask for.
+ * The WebSocket protocol between the gateway and its clients: JSON text frames, each an object
+ * with a `type`. The version is the WebSocket subprotocol both sides ask for: version 1, or
+ * version 2, which adds frames a version 1 client would not know (`events`, `count`, `watch`).
  */
 export const SUBPROTOCOL = "rollcall.v1";
-/** Every version a gateway serves, as it tells a client that offers none of them. */
-export const SUBPROTOCOLS: readonly string[] = [SUBPROTOCOL];
+export const SUBPROTOCOL_V2 = "rollcall.v2";
+/** Every version a gateway serves, newest first, as it tells a client that offers none of them. */
+export const SUBPROTOCOLS: readonly string[] = [SUBPROTOCOL_V2, SUBPROTOCOL];
 /**
  * A browser cannot set headers on a WebSocket: the client offers its token as a second
  * subprotocol entry, `rollcall.bearer.<token>`, which the gateway reads and never selects. A
@@ -26,7 +28,10 @@ export type ClientFrame =
   | { type: "state"; room: string; state: MemberState; ref?: string }
   | { type: "heartbeat"; ref?: string }
   /** A fresh token for the same user, before the socket's expires: answered by `refreshed`. */
-  | { type: "refresh"; token: string; ref?: string };
+  | { type: "refresh"; token: string; ref?: string }
+  /** v2: follow the room's member count (`count` frames) without joining it or hearing its events. */
+  | { type: "watch"; room: string; ref?: string }
+  | { type: "unwatch"; room: string; ref?: string };
 
 export type ClientFrameType = ClientFrame["type"];
 
@@ -62,6 +67,10 @@ export type ServerFrame =
   /** The room's roster, consistent with its events at `roster.seq` (a join's reply, or a resync). */
   | { type: "snapshot"; room: string; roster: Snapshot; ref?: string }
   | { type: "event"; event: PresenceEvent }
+  /** v2: a room's events in order, one chain (a large room's, coalesced). */
+  | { type: "events"; room: string; events: PresenceEvent[] }
+  /** v2: a watched room's member count (on `watch`, then when it changes, spaced out). */
+  | { type: "count"; room: string; count: number; ref?: string }
   | { type: "ack"; ref: string }
   /** `room`: the room this error left, when it answers no request (after a refresh). */
   | { type: "error"; code: FrameErrorCode; message: string; ref?: string; room?: string };
@@ -86,7 +95,11 @@ const FIELDS: Record<ClientFrameType, readonly string[]> = {
   state: ["type", "room", "state", "ref"],
   heartbeat: ["type", "ref"],
   refresh: ["type", "token", "ref"],
+  watch: ["type", "room", "ref"],
+  unwatch: ["type", "room", "ref"],
 };
+/** Frames only version 2 has: a version 1 socket that sends one gets UNKNOWN_FRAME. */
+const V2_ONLY: ReadonlySet<string> = new Set(["watch", "unwatch"]);
 const MAX_REF = 64;
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -96,7 +109,7 @@ const isObject = (v: unknown): v is Record<string, unknown> =>
  * Reads one client frame. Anything but a known frame with exactly its fields is refused: a frame
  * cannot carry a user (the server knows who sent it) or anything else the gateway would ignore.
  */
-export function parseClientFrame(text: string): ClientFrame {
+export function parseClientFrame(text: string, version: 1 | 2 = 2): ClientFrame {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -112,7 +125,11 @@ export function parseClientFrame(text: string): ClientFrame {
     throw new FrameError(code, message, ref);
   };
   const type = value.type as ClientFrameType;
-  if (typeof type !== "string" || !Object.hasOwn(FIELDS, type)) {
+  if (
+    typeof type !== "string" ||
+    !Object.hasOwn(FIELDS, type) ||
+    (version === 1 && V2_ONLY.has(type))
+  ) {
     fail("UNKNOWN_FRAME", `unknown frame type ${JSON.stringify(value.type)}`);
   }
   const extra = Object.keys(value).filter((k) => !FIELDS[type].includes(k));
@@ -143,7 +160,16 @@ export function parseServerFrame(text: string): ServerFrame {
     throw new SyntaxError("not a rollcall frame");
   }
   if (value.type === "event") checkEvent(value.event);
-  else if (value.type === "snapshot") {
+  else if (value.type === "events") {
+    if (typeof value.room !== "string" || !Array.isArray(value.events)) {
+      throw new SyntaxError("an events frame without its events");
+    }
+    for (const event of value.events) checkEvent(event);
+  } else if (value.type === "count") {
+    if (typeof value.room !== "string" || !Number.isSafeInteger(value.count)) {
+      throw new SyntaxError("a count frame without a count");
+    }
+  } else if (value.type === "snapshot") {
     const roster = value.roster;
     if (!isObject(roster) || !Array.isArray(roster.members) || typeof roster.epoch !== "string") {
       throw new SyntaxError("a snapshot frame without a roster");

@@ -52,7 +52,7 @@ describe("gateway tokens, origins and refusals, with the browser client", () => 
     await ann.join("doc");
     expect(seen[0]!.url).to.equal("/presence");
     expect(seen[0]!.headers["sec-websocket-protocol"]).to.equal(
-      "rollcall.v1,rollcall.bearer.opaque-token",
+      "rollcall.v2,rollcall.v1,rollcall.bearer.opaque-token",
     );
   });
 

@@ -397,19 +397,19 @@ describe("security: a gateway process attacked over raw sockets", function () {
   });
 
   describe("strict edges", () => {
-    it("refuses with 426 an upgrade that does not offer rollcall.v1, saying which versions it serves", async () => {
+    it("refuses with 426 an upgrade that offers no version it serves, saying which it serves", async () => {
       const gateway = await startProcess();
       const jwt = await tokenOf("ann");
       await writesNothing(async () => {
-        for (const protocols of ["", "rollcall.v2", `rollcall.v2, ${BEARER_PROTOCOL}${jwt}`]) {
+        for (const protocols of ["", "rollcall.v3", `rollcall.v3, ${BEARER_PROTOCOL}${jwt}`]) {
           const refused = await rawUpgrade(gateway.port, {
             headers: { "Sec-WebSocket-Protocol": protocols, Authorization: `Bearer ${jwt}` },
           });
           expect([refused.status, refused.headers["sec-websocket-protocol"]]).to.deep.equal([
             426,
-            "rollcall.v1",
+            "rollcall.v2, rollcall.v1",
           ]);
-          expect(refused.body).to.include("versions served: rollcall.v1");
+          expect(refused.body).to.include("versions served: rollcall.v2, rollcall.v1");
           await refused.closed;
         }
       });

@@ -1,6 +1,9 @@
 import { install, type Clock } from "@sinonjs/fake-timers";
 import { expect } from "chai";
-import { RoomFeed } from "../../src/gateway/feed.js";
+import { CountWatch } from "../../src/gateway/counts.js";
+import { Batch, RoomFeed, type Coalescing } from "../../src/gateway/feed.js";
+import { SharedSnapshot } from "../../src/gateway/snapshots.js";
+import type { Roster } from "../../src/engine/scripts/roster.js";
 import { HeartbeatWheel } from "../../src/runtime/heartbeats.js";
 import { RateLimit } from "../../src/runtime/rateLimit.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
@@ -9,9 +12,10 @@ function event(
   type: "join" | "typing-start" | "typing-stop",
   seq: number,
   prev: number,
+  count = 1,
 ): PresenceEvent {
   const base = { v: 2, room: "r", user: "u", at: 1, epoch: "e", seq, prev } as const;
-  if (type === "join") return { ...base, type, state: null, roster: [], count: 1 };
+  if (type === "join") return { ...base, type, state: null, roster: [], count };
   if (type === "typing-start") return { ...base, type };
   return { ...base, type, reason: "explicit" };
 }
@@ -20,15 +24,25 @@ describe("the gateway's room feed", () => {
   const snapshot = (seq: number, count = 1, epoch = "e") =>
     ({ room: "r", epoch, seq, count, members: [], typing: [] }) as const;
 
-  function feed() {
+  function feed(coalescing: Coalescing = { fromMembers: 1_000, intervalMs: 50 }) {
     const sent = { all: [] as string[], joins: [] as string[] };
-    const f = new RoomFeed<string>({
-      event: (to, e) => sent[to as keyof typeof sent].push(`${e.type} ${e.seq}/${e.prev}`),
-      snapshot: (to, s) => sent[to as keyof typeof sent].push(`snapshot ${s.seq}`),
-    });
+    const batches = { all: [] as Batch[], joins: [] as Batch[] };
+    const f = new RoomFeed<string>(
+      "r",
+      {
+        events: (to, batch) => {
+          batches[to as keyof typeof batches].push(batch);
+          for (const e of batch.events) {
+            sent[to as keyof typeof sent].push(`${e.type} ${e.seq}/${e.prev}`);
+          }
+        },
+        snapshot: (to, s) => sent[to as keyof typeof sent].push(`snapshot ${s.seq}`),
+      },
+      coalescing,
+    );
     f.deliveries.set("all", { types: null, last: null });
     f.deliveries.set("joins", { types: new Set(["join"]), last: null });
-    return { f, sent };
+    return { f, sent, batches };
   }
 
   it("chains what a filtering socket gets over the events it skips", () => {
@@ -87,6 +101,192 @@ describe("the gateway's room feed", () => {
     f.install(snapshot(11));
     expect(f.receive(event("typing-start", 12, 11))).to.equal(false);
     expect(sent.all.slice(-2)).to.deep.equal(["snapshot 11", "typing-start 12/11"]);
+  });
+});
+
+describe("a large room's coalesced feed", () => {
+  let clock: Clock;
+  beforeEach(() => (clock = install({ toFake: ["setTimeout", "clearTimeout", "performance"] })));
+  afterEach(() => clock.uninstall());
+
+  const snapshot = (seq: number, count: number) =>
+    ({ room: "r", epoch: "e", seq, count, members: [], typing: [] }) as const;
+
+  function feed() {
+    const sent = { all: [] as Batch[], joins: [] as Batch[] };
+    const f = new RoomFeed<string>(
+      "r",
+      {
+        events: (to, batch) => sent[to as keyof typeof sent].push(batch),
+        snapshot: () => undefined,
+      },
+      { fromMembers: 100, intervalMs: 50 },
+    );
+    f.deliveries.set("all", { types: null, last: null });
+    f.deliveries.set("joins", { types: new Set(["join"]), last: null });
+    return { f, sent };
+  }
+  const chain = (batches: Batch[]) => batches.map((b) => b.events.map((e) => `${e.seq}/${e.prev}`));
+
+  it("sends a large room's events together at most every interval, in unbroken chains", () => {
+    const { f, sent } = feed();
+    f.restart("all", snapshot(10, 500));
+    f.restart("joins", snapshot(10, 500));
+    f.receive(event("join", 11, 10, 501)); // after a quiet interval: at once
+    f.receive(event("typing-start", 12, 11));
+    clock.tick(20);
+    f.receive(event("join", 13, 12, 502));
+    expect(chain(sent.all)).to.deep.equal([["11/10"]]);
+    clock.tick(30);
+    f.receive(event("typing-stop", 14, 13));
+    f.receive(event("join", 15, 14, 503));
+    clock.tick(49);
+    expect(chain(sent.all)).to.deep.equal([["11/10"], ["12/11", "13/12"]]);
+    clock.tick(1);
+    expect(chain(sent.all)).to.deep.equal([["11/10"], ["12/11", "13/12"], ["14/13", "15/14"]]);
+    // The filtering socket's chain skips what it does not get, across batches too.
+    expect(chain(sent.joins)).to.deep.equal([["11/10"], ["13/11"], ["15/13"]]);
+  });
+
+  it("encodes a batch once: every socket that gets all of it gets the same frames", () => {
+    const { f, sent } = feed();
+    f.deliveries.set("joins", { types: null, last: null });
+    f.restart("all", snapshot(10, 500));
+    f.restart("joins", snapshot(10, 500));
+    f.receive(event("join", 11, 10, 501));
+    f.receive(event("typing-start", 12, 11));
+    f.receive(event("join", 13, 12, 502));
+    clock.tick(50);
+    expect(sent.joins[1]).to.equal(sent.all[1]);
+    const batch = sent.all[1]!;
+    expect(batch.frames(2)).to.have.length(1);
+    expect(JSON.parse(batch.frames(2)[0]!.toString())).to.include({ type: "events", room: "r" });
+    // Version 1 sockets get the same events as one event frame each.
+    expect(
+      batch.frames(1).map((t) => (JSON.parse(t.toString()) as { type: string }).type),
+    ).to.deep.equal(["event", "event"]);
+  });
+
+  it("sends a small room's events at once, and what a shrinking room kept back with the next", () => {
+    const { f, sent } = feed();
+    f.restart("all", snapshot(10, 100));
+    f.receive(event("typing-start", 11, 10));
+    f.receive(event("typing-stop", 12, 11));
+    expect(chain(sent.all)).to.deep.equal([["11/10"]]);
+    f.receive(event("join", 13, 12, 99)); // below the mark now
+    expect(chain(sent.all)).to.deep.equal([["11/10"], ["12/11", "13/12"]]);
+    f.receive(event("typing-start", 14, 13));
+    expect(chain(sent.all)).to.deep.equal([["11/10"], ["12/11", "13/12"], ["14/13"]]);
+  });
+
+  it("sends what it kept back before a resync's snapshot", () => {
+    const snaps: string[] = [];
+    const f = new RoomFeed<string>(
+      "r",
+      {
+        events: (_to, batch) => snaps.push(...batch.events.map((e) => `event ${e.seq}`)),
+        snapshot: (_to, s) => snaps.push(`snapshot ${s.seq}`),
+      },
+      { fromMembers: 100, intervalMs: 50 },
+    );
+    f.deliveries.set("all", { types: null, last: null });
+    f.restart("all", snapshot(10, 500));
+    f.receive(event("typing-start", 11, 10));
+    f.receive(event("typing-stop", 12, 11));
+    expect(snaps).to.deep.equal(["event 11"]);
+    f.install(snapshot(20, 500));
+    expect(snaps).to.deep.equal(["event 11", "event 12", "snapshot 20"]);
+  });
+});
+
+describe("a watched room's count", () => {
+  let clock: Clock;
+  beforeEach(() => (clock = install({ toFake: ["setTimeout", "clearTimeout", "performance"] })));
+  afterEach(() => clock.uninstall());
+
+  it("tells each watcher a changed count, at most once per interval, the newest by number", () => {
+    const sent: [string, number, number][] = [];
+    const counts = new CountWatch<string>((to, n) => sent.push([to, n, clock.now]), 1_000);
+    counts.add("a");
+    counts.sent("a", 5);
+    counts.see(event("join", 11, 10, 6));
+    counts.see(event("join", 12, 11, 7));
+    counts.see(event("typing-start", 13, 12));
+    counts.see(event("join", 9, 8, 1)); // older: ignored
+    clock.tick(300);
+    counts.add("b");
+    counts.sent("b", 7);
+    counts.see(event("join", 14, 13, 8));
+    clock.tick(2_000);
+    counts.see(event("join", 15, 14, 8)); // unchanged: nothing sent
+    clock.tick(2_000);
+    expect(sent).to.deep.equal([
+      ["a", 6, 0],
+      ["a", 8, 1_000],
+      ["b", 8, 1_000],
+    ]);
+  });
+
+  it("takes a read's count only when no event came while it was under way", () => {
+    const counts = new CountWatch<string>(() => undefined, 1_000);
+    let mark = counts.mark;
+    counts.see(event("join", 11, 10, 6));
+    counts.read(3, mark);
+    expect(counts.count).to.equal(6);
+    mark = counts.mark;
+    counts.read(4, mark);
+    expect(counts.count).to.equal(4);
+  });
+});
+
+describe("a room's shared snapshot reads", () => {
+  const page = (seq: number, members: string[], cursor: string | null): Roster => ({
+    room: "r",
+    epoch: "e",
+    seq,
+    count: 3,
+    members: members.map((user) => ({
+      user,
+      connections: 1,
+      lastSeen: 1,
+      joinedAt: 1,
+      typedAt: null,
+      leavingAt: null,
+      state: null,
+    })),
+    typing: [],
+    at: 1,
+    cursor,
+  });
+
+  it("gives the callers that ask together one read, and a later caller a read of its own", async () => {
+    let reads = 0;
+    const shared = new SharedSnapshot(
+      () => Promise.resolve([page(++reads, ["a", "b", "c"], null)]),
+      () => undefined,
+    );
+    const together = await Promise.all([1, 2, 3, 4, 5].map(() => shared.next()));
+    expect(reads).to.equal(1);
+    expect(new Set(together).size).to.equal(1);
+    const later = await shared.next();
+    expect(reads).to.equal(2);
+    expect(later.seq).to.equal(2);
+  });
+
+  it("assembles a large room's pages with the events that came between them", async () => {
+    const joined = { ...event("join", 11, 10, 3), user: "d" };
+    let shared: SharedSnapshot | undefined = undefined;
+    shared = new SharedSnapshot(
+      () => {
+        const first = page(10, ["a", "b"], "b");
+        shared!.see(joined);
+        return Promise.resolve([first, page(11, ["c", "d"], null)]);
+      },
+      () => undefined,
+    );
+    const whole = await shared.next();
+    expect(whole.seq).to.equal(11);
+    expect(whole.members.map((m) => m.user)).to.deep.equal(["a", "b", "c", "d"]);
   });
 });
 

@@ -1,3 +1,9 @@
+import {
+  FrameError,
+  parseClientFrame,
+  parseServerFrame,
+  SUBPROTOCOLS,
+} from "../../src/protocol/frames.js";
 import { expect } from "chai";
 import fc from "fast-check";
 import { resolveSettings } from "../../src/engine/settings.js";
@@ -78,20 +84,20 @@ describe("member state", () => {
   });
 });
 
+/** An event of schema version 2, as the tests below vary it. */
+const TYPING = {
+  v: 2,
+  type: "typing-start",
+  room: "r",
+  user: "u",
+  at: 1,
+  epoch: "e",
+  seq: 2,
+  prev: 1,
+};
+
 describe("events", () => {
-  const join = {
-    v: 2,
-    type: "join",
-    room: "r",
-    user: "u",
-    at: 1,
-    epoch: "e",
-    seq: 2,
-    prev: 1,
-    state: null,
-    roster: ["u"],
-    count: 1,
-  };
+  const join = { ...TYPING, type: "join", state: null, roster: ["u"], count: 1 };
 
   it("parses a v2 event, with or without its log id", () => {
     expect(parseEvent(JSON.stringify(join))).to.deep.equal(join);
@@ -181,5 +187,35 @@ describe("backoff", () => {
     expect(Math.min(...jittered)).to.be.at.least(200);
     expect(Math.max(...jittered)).to.be.at.most(400);
     expect(new Set(jittered).size).to.be.greaterThan(1);
+  });
+});
+
+describe("gateway frames, versions 1 and 2", () => {
+  const event = TYPING;
+
+  it("reads version 2's events and count frames, and refuses them malformed", () => {
+    const events = parseServerFrame(JSON.stringify({ type: "events", room: "r", events: [event] }));
+    expect(events).to.deep.equal({ type: "events", room: "r", events: [event] });
+    expect(parseServerFrame('{"type":"count","room":"r","count":3}')).to.include({ count: 3 });
+    for (const bad of [
+      { type: "events", room: "r", events: [{ ...event, seq: -1 }] },
+      { type: "events", room: "r" },
+      { type: "count", room: "r", count: "3" },
+    ]) {
+      expect(() => parseServerFrame(JSON.stringify(bad))).to.throw();
+    }
+  });
+
+  it("takes watch and unwatch from a version 2 socket only", () => {
+    expect(parseClientFrame('{"type":"watch","room":"r","ref":"w"}')).to.deep.equal({
+      type: "watch",
+      room: "r",
+      ref: "w",
+    });
+    expect(() => parseClientFrame('{"type":"watch","room":"r","ref":"w"}', 1))
+      .to.throw(FrameError)
+      .with.property("code", "UNKNOWN_FRAME");
+    expect(() => parseClientFrame('{"type":"unwatch"}')).to.throw(FrameError);
+    expect(SUBPROTOCOLS).to.deep.equal(["rollcall.v2", "rollcall.v1"]);
   });
 });

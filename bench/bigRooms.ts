@@ -1,0 +1,321 @@
+import WebSocket, { type RawData } from "ws";
+import { Rollcall, type PresenceEvent, type RollcallOptions } from "../src/index.js";
+import {
+  BEARER_PROTOCOL,
+  SUBPROTOCOL_V2,
+  type Limits,
+  type ServerFrame,
+} from "../src/gateway/index.js";
+import { forEachInFlight } from "./drive.js";
+import { GatewayChild, token } from "./gateway.js";
+import type { Lab } from "./lab.js";
+import type { Progress } from "./progress.js";
+import { histogram, info, percentiles, redisCpuSeconds, type Percentiles } from "./stats.js";
+import { storm, type StormResult } from "./storm.js";
+
+/**
+ * Large rooms: rooms of 10, 1,000 and 10,000 members, every member a socket of one
+ * gateway process (protocol version 2: a large room's events come coalesced), while 1 % of the
+ * members change each second (half joins, half leaves, by users that come and go). Measured: the
+ * latency from the call to the event's arrival on the sampled sockets (each of them parses every
+ * frame; the others only count bytes), the gateway's CPU per delivered event, the bytes each
+ * socket receives per second, Redis's CPU per event. Then the reconnect storm (bench/storm.ts) at
+ * full size: two gateways of `storm.socketsPerGateway` sockets, one SIGKILLed.
+ */
+
+export interface BigRoomsProfile {
+  /** Each row: `rooms` rooms of `roomSize` sockets (about the same sockets in every row). */
+  rows: { roomSize: number; rooms: number }[];
+  /** Members who change per second, as a share of the members. */
+  churn: number;
+  runMs: number;
+  /** Sockets of each row that parse every frame and time every event. */
+  sampled: number;
+  storm: { socketsPerGateway: number; roomSize: number; presenceWindowMs: number };
+}
+
+export interface BigRoomsRow {
+  roomSize: number;
+  rooms: number;
+  sockets: number;
+  seconds: number;
+  /** Events published (joins and leaves), and delivered (each to every socket of its room). */
+  events: number;
+  deliveries: number;
+  /** From the call to the event's arrival on a sampled socket, ms. */
+  latencyMs: Percentiles;
+  /** Frames and bytes a socket received per second, on average over every socket. */
+  framesPerSocketPerSec: number;
+  bytesPerSocketPerSec: number;
+  /** Gateway CPU per delivered event and per event, µs. */
+  gatewayUsPerDelivery: number;
+  gatewayUsPerEvent: number;
+  /** Redis CPU per event, µs (the calls that publish them, and their pub/sub messages). */
+  redisUsPerEvent: number;
+  /** The gateway's event-loop delay over the run, ms. */
+  loopDelayP99: number;
+  /** Sockets the gateway closed (slow consumer) or errors it reported. */
+  closed: number;
+  errors: number;
+}
+
+export interface BigRoomsResults {
+  churn: number;
+  rows: BigRoomsRow[];
+  storm: StormResult & { redisPeakMemory: number; redisCpu: number; seconds: number };
+}
+
+/** Caps of the bench's gateway: every socket a user, each socket reading as fast as it can. */
+const LIMITS: Partial<Limits> = { maxBufferedBytes: 256 * 1024 * 1024 };
+const ENGINE: RollcallOptions = { presenceWindowMs: 600_000, leaveGraceMs: 0, prefix: "big" };
+/** Churners present per room at most: the room stays within a few members of its size. */
+const CHURNERS = 8;
+
+export function bigRoomsSteps(p: BigRoomsProfile): number {
+  return 3 * p.rows.length + 1;
+}
+
+export async function benchBigRooms(
+  lab: Lab,
+  profile: BigRoomsProfile,
+  progress: Progress,
+): Promise<BigRoomsResults> {
+  const rows: BigRoomsRow[] = [];
+  for (const row of profile.rows) rows.push(await churnRow(lab, profile, row, progress));
+  const stormed = await progress.step(
+    `big rooms: storm of 2 × ${profile.storm.socketsPerGateway} sockets`,
+    () => stormRun(lab, profile),
+  );
+  return { churn: profile.churn, rows, storm: stormed };
+}
+
+/** One socket of a room: counts what it receives; a sampled one times every event. */
+interface Watcher {
+  ws: WebSocket;
+  frames: number;
+  bytes: number;
+}
+
+async function churnRow(
+  lab: Lab,
+  profile: BigRoomsProfile,
+  { roomSize, rooms }: { roomSize: number; rooms: number },
+  progress: Progress,
+): Promise<BigRoomsRow> {
+  await lab.flush();
+  const label = `big rooms: ${rooms} × ${roomSize}`;
+  const gateway = await GatewayChild.start(lab.url, false, { engine: ENGINE, limits: LIMITS });
+  const rollcall = new Rollcall(lab.connect(), ENGINE);
+  const sockets = roomSize * rooms;
+  const watchers: Watcher[] = [];
+  /** When each churn call was made, by "type user". */
+  const calledAt = new Map<string, number>();
+  const latency = histogram();
+  let measuring = false;
+  const every = Math.max(1, Math.floor(sockets / profile.sampled));
+  try {
+    await progress.step(`${label}: open and join`, async () => {
+      const indices = Array.from({ length: sockets }, (_, i) => i);
+      // Every member is present first (a connection of the bench's own), so that the sockets'
+      // joins publish nothing: the set-up is not N² join deliveries, only N snapshots.
+      await rollcall.heartbeatMany(
+        indices.map((i) => ({ room: `big-${i % rooms}`, user: `m${i}`, connection: `pre-m${i}` })),
+      );
+      await forEachInFlight(indices, 200, async (i) => {
+        const sampled = i % every === 0;
+        watchers.push(
+          await openWatcher(gateway.url, `m${i}`, `big-${i % rooms}`, sampled, onEvent),
+        );
+      });
+      // What the set-up sent is all read before the run starts.
+      for (let last = -1, now = 0; now !== last;) {
+        last = now;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        now = watchers.reduce((a, w) => a + w.bytes, 0);
+      }
+    });
+    function onEvent(event: PresenceEvent, at: number): void {
+      const called = calledAt.get(`${event.type} ${event.user}`);
+      if (measuring && called !== undefined) latency.recordValue(Math.max(1, (at - called) * 1000));
+    }
+
+    return await progress.step(`${label}: churn`, async () => {
+      const churners = Array.from({ length: rooms }, () => [] as string[]);
+      let next = 0;
+      const churn = async () => {
+        const r = Math.floor(Math.random() * rooms);
+        const present = churners[r]!;
+        const room = `big-${r}`;
+        if (present.length >= CHURNERS || (present.length > 0 && Math.random() < 0.5)) {
+          const user = present.shift()!;
+          calledAt.set(`leave ${user}`, performance.now());
+          await rollcall.leave(room, user, `c-${user}`);
+        } else {
+          const user = `churn-${next++}`;
+          present.push(user);
+          calledAt.set(`join ${user}`, performance.now());
+          await rollcall.heartbeat(room, user, `c-${user}`);
+        }
+      };
+      const cpuBefore = (await gateway.stats(false, true)).cpuUs;
+      const redisBefore = await redisCpuSeconds(lab.admin);
+      for (const w of watchers) w.frames = w.bytes = 0;
+      measuring = true;
+      const perSecond = sockets * profile.churn;
+      const started = performance.now();
+      let issued = 0;
+      const calls: Promise<void>[] = [];
+      while (performance.now() - started < profile.runMs) {
+        const due = Math.floor(((performance.now() - started) / 1000) * perSecond);
+        for (; issued < due; issued++) calls.push(churn());
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+      await Promise.all(calls);
+      // What is on its way arrives: the coalescing interval and the sockets' queues.
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const seconds = (performance.now() - started) / 1000;
+      measuring = false;
+      const stats = await gateway.stats();
+      const redisCpu = (await redisCpuSeconds(lab.admin)) - redisBefore;
+      const gatewayUs = stats.cpuUs - cpuBefore;
+      const deliveries = issued * roomSize;
+      const frames = watchers.reduce((a, w) => a + w.frames, 0);
+      const bytes = watchers.reduce((a, w) => a + w.bytes, 0);
+      return {
+        roomSize,
+        rooms,
+        sockets,
+        seconds: round(seconds, 1),
+        events: issued,
+        deliveries,
+        latencyMs: scaled(percentiles(latency), 1 / 1000),
+        framesPerSocketPerSec: round(frames / sockets / seconds, 1),
+        bytesPerSocketPerSec: Math.round(bytes / sockets / seconds),
+        gatewayUsPerDelivery: round(gatewayUs / Math.max(1, deliveries), 2),
+        gatewayUsPerEvent: Math.round(gatewayUs / Math.max(1, issued)),
+        redisUsPerEvent: Math.round((redisCpu * 1e6) / Math.max(1, issued)),
+        loopDelayP99: round(stats.loopDelay.p99, 1),
+        closed: sockets - stats.connections,
+        errors: stats.errors,
+      };
+    });
+  } finally {
+    await progress.step(`${label}: close`, async () => {
+      for (const w of watchers) w.ws.terminate();
+      await gateway.drained().catch(() => undefined);
+      await gateway.stop();
+    });
+  }
+}
+
+/** A version 2 socket joined to a room; resolves once its snapshot came. */
+async function openWatcher(
+  url: string,
+  user: string,
+  room: string,
+  sampled: boolean,
+  onEvent: (event: PresenceEvent, at: number) => void,
+): Promise<Watcher> {
+  const ws = new WebSocket(url, [SUBPROTOCOL_V2, BEARER_PROTOCOL + (await token(user))], {
+    perMessageDeflate: false,
+  });
+  const watcher: Watcher = { ws, frames: 0, bytes: 0 };
+  let joined = false;
+  return new Promise((resolve, reject) => {
+    ws.once("error", reject);
+    ws.on("message", (data: RawData) => {
+      const at = performance.now();
+      const buffer = data as Buffer;
+      watcher.frames += 1;
+      watcher.bytes += buffer.length;
+      // Only the sampled sockets parse their frames (a large room's snapshot is large).
+      const start = buffer.toString("latin1", 0, 20);
+      if (start.startsWith('{"type":"welcome"')) ws.send(JSON.stringify({ type: "join", room }));
+      else if (start.startsWith('{"type":"snapshot"') && !joined) {
+        joined = true;
+        resolve(watcher);
+      } else if (start.startsWith('{"type":"error"')) reject(new Error(buffer.toString()));
+      if (!sampled || !joined) return;
+      const frame = JSON.parse(buffer.toString("utf8")) as ServerFrame;
+      if (frame.type === "event") onEvent(frame.event, at);
+      else if (frame.type === "events") for (const e of frame.events) onEvent(e, at);
+    });
+  });
+}
+
+async function stormRun(lab: Lab, profile: BigRoomsProfile): Promise<BigRoomsResults["storm"]> {
+  await lab.flush();
+  const { socketsPerGateway, roomSize, presenceWindowMs } = profile.storm;
+  let peak = 0;
+  const redisBefore = await redisCpuSeconds(lab.admin);
+  const started = performance.now();
+  const result = await storm({
+    redisUrl: lab.url,
+    redis: lab.connect(),
+    socketsPerGateway,
+    roomSize,
+    engine: { prefix: "storm", presenceWindowMs, typingWindowMs: 1_000 },
+    timeoutMs: 120_000,
+    limits: { maxSockets: 50_000, maxSocketsPerUser: 64, maxSocketsPerAddress: 0 },
+    sample: async () => {
+      const used = Number((await info(lab.admin, "memory")).get("used_memory"));
+      peak = Math.max(peak, used);
+    },
+  });
+  const seconds = (performance.now() - started) / 1000;
+  const redisCpu = ((await redisCpuSeconds(lab.admin)) - redisBefore) / seconds;
+  await lab.flush();
+  return {
+    ...result,
+    redisPeakMemory: peak,
+    redisCpu: round(redisCpu, 2),
+    seconds: round(seconds, 1),
+  };
+}
+
+function round(value: number, digits: number): number {
+  const f = 10 ** digits;
+  return Math.round(value * f) / f;
+}
+
+function scaled(p: Percentiles, factor: number): Percentiles {
+  const s = (v: number) => round(v * factor, 1);
+  return {
+    count: p.count,
+    p50: s(p.p50),
+    p90: s(p.p90),
+    p99: s(p.p99),
+    p999: s(p.p999),
+    max: s(p.max),
+  };
+}
+
+export function bigRoomsMarkdown(
+  results: BigRoomsResults,
+  meta: { date: string; profile: string; cores: number; cpu: string },
+): string {
+  const lines = [
+    `# Large rooms and a reconnect storm (${meta.profile}, ${meta.date.slice(0, 10)})`,
+    "",
+    `${meta.cores} cores (${meta.cpu}), one redis-server, gateways as processes of their own (protocol v2, large rooms coalesced every 50 ms from 100 members). Churn: ${results.churn * 100} % of each room's members per second, half joins and half leaves. Generated by \`tsx bench/main.ts --only big-rooms\`.`,
+    "",
+    "| room size × rooms | events | latency p50 / p99 (ms) | frames / socket / s | bytes / socket / s | gateway µs / delivery | gateway µs / event | Redis µs / event | loop delay p99 (ms) | closed / errors |",
+    "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ...results.rows.map(
+      (r) =>
+        `| ${r.roomSize.toLocaleString("en")} × ${r.rooms} | ${r.events} | ${r.latencyMs.p50} / ${r.latencyMs.p99} | ${r.framesPerSocketPerSec} | ${r.bytesPerSocketPerSec.toLocaleString("en")} | ${r.gatewayUsPerDelivery} | ${r.gatewayUsPerEvent} | ${r.redisUsPerEvent} | ${r.loopDelayP99} | ${r.closed} / ${r.errors} |`,
+    ),
+    "",
+    "## Reconnect storm",
+    "",
+    "| sockets | rooms | reconnected | all back (ms) | converged (ms) | snapshot reads | leaves / joins | Redis peak memory | Redis CPU (cores) | survivor loop delay p99 / max (ms) | errors |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    (() => {
+      const s = results.storm;
+      const mib = (s.redisPeakMemory / 1048576).toFixed(1);
+      return `| ${s.sockets} | ${s.rooms} | ${s.reconnected} | ${Math.round(s.reconnectMs)} | ${Math.round(s.convergeMs)} | ${s.snapshotReads} | ${s.leaves} / ${s.joins} | ${mib} MiB | ${s.redisCpu} | ${round(s.loopDelay.p99, 1)} / ${round(s.loopDelay.max, 1)} | ${s.clientErrors + s.gatewayErrors + s.unhandled} |`;
+    })(),
+    "",
+  ];
+  return lines.join("\n");
+}

@@ -1,0 +1,181 @@
+import { expect } from "chai";
+import WebSocket from "ws";
+import {
+  BEARER_PROTOCOL,
+  SUBPROTOCOL,
+  SUBPROTOCOL_V2,
+  type ClientFrame,
+  type ServerFrame,
+} from "../../src/gateway/index.js";
+import type { MeterLike } from "../../src/engine/metrics.js";
+import { Replica, type PresenceEvent } from "../../src/index.js";
+import { closeGateways, connect, SHORT, startGateway, token } from "../kit/gateway.js";
+import { eventually } from "../kit/wait.js";
+
+/** A raw socket of one protocol version, and every frame it got. */
+class Peer {
+  readonly frames: ServerFrame[] = [];
+  private constructor(readonly ws: WebSocket) {
+    ws.on("message", (data: Buffer) =>
+      this.frames.push(JSON.parse(data.toString()) as ServerFrame),
+    );
+  }
+
+  static async open(url: string, user: string, version: 1 | 2): Promise<Peer> {
+    const protocol = version === 2 ? SUBPROTOCOL_V2 : SUBPROTOCOL;
+    const ws = new WebSocket(url, [protocol, BEARER_PROTOCOL + (await token(user))]);
+    const peer = new Peer(ws);
+    await new Promise((resolve, reject) => ws.once("open", resolve).once("error", reject));
+    expect(ws.protocol).to.equal(protocol);
+    return peer;
+  }
+
+  send(frame: ClientFrame): void {
+    this.ws.send(JSON.stringify(frame));
+  }
+
+  of<T extends ServerFrame["type"]>(type: T): Extract<ServerFrame, { type: T }>[] {
+    return this.frames.filter((f): f is Extract<ServerFrame, { type: T }> => f.type === type);
+  }
+
+  /** The room's events in the order they came, after its first snapshot. */
+  events(): PresenceEvent[] {
+    return this.frames.flatMap((f) =>
+      f.type === "event" ? [f.event] : f.type === "events" ? f.events : [],
+    );
+  }
+}
+
+/** Counters a test reads: name{attributes} → sum. */
+function testMeter(): { meter: MeterLike; sums: Map<string, number> } {
+  const sums = new Map<string, number>();
+  const counter = (name: string) => ({
+    add: (value: number, attributes: Record<string, unknown> = {}) => {
+      const key = `${name}${JSON.stringify(attributes)}`;
+      sums.set(key, (sums.get(key) ?? 0) + value);
+    },
+  });
+  const meter: MeterLike = {
+    createCounter: counter,
+    createUpDownCounter: counter,
+    createHistogram: () => ({ record: () => undefined }),
+  };
+  return { meter, sums };
+}
+
+const reads = (sums: Map<string, number>) =>
+  [...sums]
+    .filter(([k]) => k.startsWith("rollcall.gateway.snapshot.reads"))
+    .reduce((a, [, v]) => a + v, 0);
+
+/** Each event's prev is the one before's seq: nothing between them was missed. */
+function expectChain(events: PresenceEvent[], from: number): void {
+  let prev = from;
+  for (const e of events.filter((e) => e.seq > from)) {
+    expect(e.prev, `event ${e.seq}`).to.equal(prev);
+    prev = e.seq;
+  }
+}
+
+describe("large rooms on the gateway", () => {
+  afterEach(closeGateways);
+
+  it("coalesces a large room's events for v2 sockets, serves v1 ones an event frame each, both chains unbroken", async () => {
+    const { url, rollcall } = await startGateway({ coalesce: { fromMembers: 3, intervalMs: 100 } });
+    const v2 = await Peer.open(url, "ann", 2);
+    const v1 = await Peer.open(url, "bob", 1);
+    for (const peer of [v2, v1]) peer.send({ type: "join", room: "big", ref: "j" });
+    await eventually(() => v2.of("snapshot").length === 1 && v1.of("snapshot").length === 1);
+    const users = Array.from({ length: 12 }, (_, i) => `u${i}`);
+    for (const user of users) await rollcall.heartbeat("big", user, `c-${user}`);
+    await rollcall.startTyping("big", "u0");
+    for (const user of users.slice(0, 4)) await rollcall.leave("big", user, `c-${user}`);
+    const { seq } = await rollcall.roster("big");
+    await eventually(() => v2.events().at(-1)?.seq === seq && v1.events().at(-1)?.seq === seq);
+
+    expect(v1.of("events")).to.have.length(0);
+    expect(v2.of("events").some((f) => f.events.length > 1)).to.equal(true);
+    expect(v2.frames.length).to.be.below(v1.frames.length);
+    for (const peer of [v2, v1]) {
+      const [snapshot] = peer.of("snapshot");
+      expectChain(peer.events(), snapshot!.roster.seq);
+      const replica = new Replica("big");
+      replica.install(snapshot!.roster);
+      for (const e of peer.events()) expect(replica.receive(e).resync).to.equal(false);
+      expect(replica.roster.members.map((m) => m.user).sort()).to.deep.equal(
+        ["ann", "bob", ...users.slice(4)].sort(),
+      );
+    }
+  });
+
+  it("keeps the browser client's replica whole through coalesced batches", async () => {
+    const { url, rollcall } = await startGateway({ coalesce: { fromMembers: 2, intervalMs: 50 } });
+    const room = await connect(url, "ann").join("big");
+    for (let i = 0; i < 10; i++) await rollcall.heartbeat("big", `u${i}`, `c${i}`);
+    await rollcall.leave("big", "u3", "c3");
+    await eventually(async () => {
+      const roster = await rollcall.roster("big");
+      expect(room.roster.seq).to.equal(roster.seq);
+      expect(room.roster.members.map((m) => m.user)).to.deep.equal(
+        roster.members.map((m) => m.user),
+      );
+      return room.synced;
+    });
+  });
+
+  it("lets a v2 socket watch a room's count without its events, in few frames; a v1 socket may not", async () => {
+    const { url, rollcall } = await startGateway({ countIntervalMs: 200 });
+    const watcher = await Peer.open(url, "ann", 2);
+    watcher.send({ type: "watch", room: "counted", ref: "w" });
+    await eventually(() => watcher.of("count").length === 1);
+    expect(watcher.of("count")[0]).to.deep.include({ room: "counted", count: 0, ref: "w" });
+    for (let i = 0; i < 20; i++) await rollcall.heartbeat("counted", `u${i}`, `c${i}`);
+    await eventually(() => watcher.of("count").at(-1)?.count === 20);
+    // 20 changes, told in a few frames (one per 200 ms at most), and no event at all.
+    expect(watcher.of("count").length).to.be.below(10);
+    expect(watcher.events()).to.have.length(0);
+    watcher.send({ type: "unwatch", room: "counted", ref: "u" });
+    await eventually(() => watcher.of("ack").some((a) => a.ref === "u"));
+
+    const old = await Peer.open(url, "bob", 1);
+    old.send({ type: "watch", room: "counted", ref: "w" });
+    await eventually(() => old.of("error").length === 1);
+    expect(old.of("error")[0]).to.include({ code: "UNKNOWN_FRAME", ref: "w" });
+  });
+
+  it("gives the browser client a watched room's count", async () => {
+    const { url, rollcall } = await startGateway({ countIntervalMs: 50 });
+    const counted = await connect(url, "ann").watch("lobby");
+    expect(counted.count).to.equal(0);
+    await rollcall.heartbeat("lobby", "bob", "c1");
+    await eventually(() => counted.count === 1);
+  });
+
+  it("serves sockets that join a room together from one snapshot read, each with its own join in it", async () => {
+    const { meter, sums } = testMeter();
+    const { url } = await startGateway({}, { ...SHORT, meter });
+    const peers = await Promise.all(
+      Array.from({ length: 30 }, (_, i) => Peer.open(url, `p${i}`, 2)),
+    );
+    for (const peer of peers) peer.send({ type: "join", room: "crowd", ref: "j" });
+    await eventually(() => peers.every((p) => p.of("snapshot").length === 1));
+    expect(reads(sums)).to.be.at.most(5);
+    peers.forEach((peer, i) => {
+      const users = peer.of("snapshot")[0]!.roster.members.map((m) => m.user);
+      expect(users).to.include(`p${i}`);
+    });
+  });
+
+  it("sends a joining socket a room past rosterLimit whole, read in pages", async () => {
+    const { meter, sums } = testMeter();
+    const { url, rollcall } = await startGateway({}, { ...SHORT, rosterLimit: 4, meter });
+    const users = Array.from({ length: 11 }, (_, i) => `m${i}`);
+    await rollcall.heartbeatMany(
+      users.map((user) => ({ room: "paged", user, connection: `c-${user}` })),
+    );
+    const room = await connect(url, "ann").join("paged");
+    expect(room.roster.members.map((m) => m.user).sort()).to.deep.equal(["ann", ...users].sort());
+    expect(room.roster.count).to.equal(12);
+    expect(sums.get(`rollcall.gateway.snapshot.reads${JSON.stringify({ pages: 3 })}`)).to.equal(1);
+  });
+});
