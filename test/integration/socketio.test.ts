@@ -204,6 +204,27 @@ describe("rollcall/socket.io", () => {
     await eventually(() => replicas.roster("room")?.count === 1);
   });
 
+  it("leaves a recoverable socket's rooms once recoveryMs passed without its recovery", async () => {
+    const a = await instance({
+      adapter: false,
+      recovery: true,
+      engine: { ...RECOMMENDED, leaveGraceMs: 0 },
+      presence: { recoveryMs: 2_000 },
+    });
+    const events = await listen([a.rollcall.channel("room")]);
+    const ann = user(a, "ann");
+    await ann.join("room");
+    await eventually(async () => (await a.rollcall.count("room")).connections === 1);
+    ann.socket.io.reconnection(false); // it never comes back
+    ann.socket.io.engine.close();
+    await eventually(() => a.io.of("/").sockets.size === 0); // the server saw it go
+    // Held: the connection stays (heartbeated) for its recovery.
+    expect((await a.rollcall.count("room")).connections).to.equal(1);
+    await eventually(() => summary(events).includes("leave:ann"), 10_000, "the held leave");
+    expect(summary(events)).to.deep.equal(["join:ann", "leave:ann"]);
+    expect(a.errors).to.deep.equal([]);
+  });
+
   it("takes in sockets connected before it, with the state hook's state, per namespace", async () => {
     const a = await instance({ adapter: false });
     const nsp = a.io.of("/late");
