@@ -1,0 +1,355 @@
+import { randomUUID } from "node:crypto";
+import { EventEmitter } from "node:events";
+import type {
+  Connection,
+  Document,
+  Extension,
+  connectedPayload,
+  onDisconnectPayload,
+} from "@hocuspocus/server";
+import { removeAwarenessStates } from "y-protocols/awareness";
+import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
+import type { Counts } from "../engine/scripts/count.js";
+import type { Roster } from "../engine/scripts/roster.js";
+import { InvalidInputError } from "../protocol/errors.js";
+import type { PresenceEvent } from "../protocol/events.js";
+import { checkId } from "../protocol/ids.js";
+import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
+import { reportError } from "../runtime/background.js";
+import { HeartbeatBatch, HeartbeatWheel, heartbeatInterval } from "../runtime/heartbeats.js";
+import { Subscriber, type Subscription } from "../runtime/subscriber.js";
+import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
+import { clientsOf, MIN_STATE_BYTES, mirroredState, Throttle } from "./state.js";
+
+/** What `identify` is given: the `connected` hook's payload (its context holds onAuthenticate's). */
+export type IdentifyPayload = connectedPayload;
+
+export interface HocuspocusPresenceOptions {
+  /**
+   * The user a connection is, from the hook payload (the context that onAuthenticate returned,
+   * the request, …). Default: `context.user.id`, or `context.user` when it is a string. A
+   * connection it names no valid user id for is closed (Forbidden) and reported on 'error'.
+   */
+  identify?: (payload: IdentifyPayload) => string | Promise<string>;
+  /** The rollcall room of a document. Default: the document's name. */
+  room?: (documentName: string) => string;
+  /** How often every connection is refreshed. Default: a third of the presence window. */
+  heartbeatMs?: number;
+  /** Least time between two mirrored states of one member. Default 1 000. */
+  stateIntervalMs?: number;
+  /**
+   * This instance's Sweeper, which announces crashed instances' users (one per instance): true
+   * (the default) for one with the defaults, its options, or false for none.
+   */
+  sweeper?: SweeperOptions | boolean;
+}
+
+interface Events {
+  /** A presence event of a document with connections here, from any instance. */
+  event: [event: PresenceEvent, documentName: string];
+  /** A call that failed (Redis unavailable, an identity rejected): reported, never thrown. */
+  error: [error: Error];
+}
+
+/** One Hocuspocus connection (a socket in a document): one rollcall connection. */
+interface Member {
+  readonly doc: Doc;
+  readonly user: string;
+  readonly connection: string;
+  readonly hocuspocus: Connection;
+  /** The join in flight: a leave waits for it. */
+  joined: Promise<void>;
+}
+
+/** A document with connections on this instance. */
+interface Doc {
+  readonly name: string;
+  readonly room: string;
+  readonly document: Document;
+  /** By Hocuspocus socket id. */
+  readonly members: Map<string, Member>;
+  /** Awareness client id → user, for every member's clients, as their states say. */
+  readonly owners: Map<number, string>;
+  readonly subscription: Promise<Subscription | null>;
+  readonly onAwareness: (changes: unknown, origin: unknown) => void;
+}
+
+/** The origin of the awareness removals this extension makes. */
+const ORIGIN = "rollcall";
+const FORBIDDEN = { code: 4403, reason: "Forbidden" };
+
+/** The awareness client ids that came through a socket (Hocuspocus keeps them per socket). */
+function socketClients(document: Document, socket: Connection["webSocket"]): number[] {
+  return [...(document.getClients(socket) as Set<number>)];
+}
+
+function defaultIdentify({ context }: IdentifyPayload): string {
+  const user = (context as { user?: unknown } | null)?.user;
+  if (typeof user === "string") return user;
+  return (user as { id?: unknown } | null | undefined)?.id as string;
+}
+
+/**
+ * A Hocuspocus server extension that makes presence global and crash-safe, alongside
+ * @hocuspocus/extension-redis: every connection is a member of its document's room across all
+ * instances (`roster`, `count`), heartbeated in batches; a crashed instance's users leave once,
+ * announced by a surviving instance's Sweeper, and every instance then removes their awareness
+ * clients from its documents. Each member's awareness state is mirrored as its member state.
+ */
+export class HocuspocusPresence extends EventEmitter<Events> implements Extension {
+  /** After extension-redis (priority 1000) and most others: it reads what they set up. */
+  readonly priority = 10;
+  readonly extensionName = "rollcall";
+  private readonly docs = new Map<string, Doc>();
+  private readonly identify: (payload: IdentifyPayload) => string | Promise<string>;
+  private readonly roomOf: (documentName: string) => string;
+  private readonly subscriber: Subscriber;
+  private readonly sweeper: Sweeper | undefined;
+  private readonly batch: HeartbeatBatch;
+  private readonly wheel: HeartbeatWheel<Member>;
+  /** Keyed by documentName and user: one mirrored state per member and interval. */
+  private readonly throttle: Throttle<string>;
+  private readonly pending = new Set<Promise<unknown>>();
+  private closed = false;
+
+  constructor(
+    readonly rollcall: Rollcall,
+    options?: HocuspocusPresenceOptions,
+  ) {
+    super();
+    const o = knownKeys(options, ["identify", "room", "heartbeatMs", "stateIntervalMs", "sweeper"]);
+    if (rollcall.settings.maxStateBytes < MIN_STATE_BYTES) {
+      invalidOption(`rollcall/hocuspocus needs a maxStateBytes of at least ${MIN_STATE_BYTES}`);
+    }
+    this.identify = callback("identify", o.identify) ?? defaultIdentify;
+    this.roomOf = callback("room", o.room) ?? ((name) => name);
+    const heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
+    const stateMs = integer("stateIntervalMs", o.stateIntervalMs ?? 1_000, 1, 3_600_000);
+    this.subscriber = new Subscriber(rollcall);
+    this.subscriber.on("error", (error) => this.report(error));
+    this.batch = new HeartbeatBatch(rollcall);
+    this.wheel = new HeartbeatWheel(heartbeatMs, (members) => {
+      this.track(rollcall.heartbeatMany(members.map((m) => this.heartbeat(m))));
+    });
+    this.throttle = new Throttle(stateMs, (key) => this.mirror(key));
+    this.wheel.start();
+    this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
+  }
+
+  /** Who is in a document, across every instance (one page: see Rollcall.roster). */
+  async roster(documentName: string, options?: { cursor?: string }): Promise<Roster> {
+    return this.rollcall.roster(this.room(documentName), options);
+  }
+
+  /** How many users, connections and typists a document has, across every instance. */
+  async count(documentName: string): Promise<Counts> {
+    return this.rollcall.count(this.room(documentName));
+  }
+
+  /** Hocuspocus hook: the connection joins its document's room. Never rejects. */
+  async connected(payload: connectedPayload): Promise<void> {
+    const { documentName, connection, socketId } = payload;
+    let user: string;
+    let room: string;
+    try {
+      user = checkId("user", await this.identify(payload));
+      room = this.room(documentName);
+    } catch (error) {
+      this.report(error);
+      connection.close(FORBIDDEN);
+      return;
+    }
+    if (this.closed) return;
+    const doc = this.docs.get(documentName) ?? this.open(documentName, room, connection.document);
+    const member: Member = {
+      doc,
+      user,
+      connection: randomUUID(),
+      hocuspocus: connection,
+      joined: Promise.resolve(),
+    };
+    doc.members.set(socketId, member);
+    this.wheel.add(member, this.rollcall.bucketOf(room));
+    // Subscribed first: every event of the room from this join on reaches 'event'.
+    member.joined = doc.subscription
+      .then(() => this.batch.add(this.heartbeat(member)))
+      .then(
+        () => undefined,
+        (error: unknown) => this.report(error), // the next heartbeat joins it
+      );
+    this.track(member.joined);
+    // Awareness that came with the connection, before this hook.
+    if (socketClients(connection.document, connection.webSocket).length > 0) this.changed(member);
+    await member.joined;
+  }
+
+  /** Hocuspocus hook: the connection leaves its document's room. Never rejects. */
+  async onDisconnect({ documentName, socketId }: onDisconnectPayload): Promise<void> {
+    const doc = this.docs.get(documentName);
+    const member = doc?.members.get(socketId);
+    if (!doc || !member) return;
+    doc.members.delete(socketId);
+    this.wheel.remove(member);
+    if (doc.members.size === 0) this.shut(doc);
+    else this.changed(member); // its clients leave the user's state
+    const left = member.joined.then(() =>
+      this.rollcall.leave(doc.room, member.user, member.connection),
+    );
+    this.track(left);
+    await left.catch(() => undefined);
+  }
+
+  /** Hocuspocus hook: the server stops. */
+  async onDestroy(): Promise<void> {
+    await this.close();
+  }
+
+  /**
+   * Stops heartbeating, sweeping and listening, after the leaves in flight. Connections still
+   * open are left to expire: close Hocuspocus's first (its destroy() does) to announce them.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.wheel.stop();
+    this.throttle.clear();
+    for (const doc of [...this.docs.values()]) this.shut(doc);
+    await Promise.allSettled([...this.pending]);
+    await this.sweeper?.stop();
+    this.subscriber.close();
+  }
+
+  private room(documentName: string): string {
+    if (typeof documentName !== "string") {
+      throw new InvalidInputError("INVALID_ID", "a document name must be a string");
+    }
+    return checkId("room", this.roomOf(documentName));
+  }
+
+  private heartbeat(member: Member): Heartbeat {
+    return { room: member.doc.room, user: member.user, connection: member.connection };
+  }
+
+  /** Starts following a document: its room's events, its awareness changes. */
+  private open(name: string, room: string, document: Document): Doc {
+    const onAwareness = (_changes: unknown, origin: unknown) => {
+      // Changes from a local client carry its socket as origin; relayed ones do not.
+      const socketId = document.connections.get(origin as never)?.connection.socketId;
+      const member = socketId === undefined ? undefined : doc.members.get(socketId);
+      if (member) this.changed(member);
+    };
+    const doc: Doc = {
+      name,
+      room,
+      document,
+      members: new Map(),
+      owners: new Map(),
+      onAwareness,
+      subscription: this.subscriber
+        .subscribe(room, (event) => this.receive(doc, event), {
+          onResubscribed: () => void this.sync(doc),
+        })
+        .then(
+          async (subscription) => {
+            await this.sync(doc);
+            return subscription;
+          },
+          (error: unknown) => {
+            this.report(error);
+            return null;
+          },
+        ),
+    };
+    this.docs.set(name, doc);
+    document.awareness.on("update", onAwareness);
+    return doc;
+  }
+
+  /** Stops following a document that has no connections here any more. */
+  private shut(doc: Doc): void {
+    if (this.docs.get(doc.name) === doc) this.docs.delete(doc.name);
+    doc.document.awareness.off("update", doc.onAwareness);
+    for (const member of doc.members.values()) this.wheel.remove(member);
+    this.track(doc.subscription.then((s) => s?.close()));
+  }
+
+  /** A member's awareness changed: its state is mirrored, at most once per interval. */
+  private changed(member: Member): void {
+    this.throttle.changed(JSON.stringify([member.doc.name, member.user]));
+  }
+
+  /**
+   * A member's awareness, mirrored as its state (the throttle calls it): the clients of all its
+   * connections to the document here, and the awareness state of the first that has one.
+   */
+  private mirror(key: string): void {
+    const [name, user] = JSON.parse(key) as [string, string];
+    const doc = this.docs.get(name);
+    const members = [...(doc?.members.values() ?? [])].filter((m) => m.user === user);
+    if (this.closed || !doc || members.length === 0) return;
+    const clients = members.flatMap((m) => socketClients(doc.document, m.hocuspocus.webSocket));
+    const states = doc.document.awareness.getStates();
+    const awareness = clients.map((id) => states.get(id)).find((s) => s) ?? null;
+    const state = mirroredState(clients, awareness, this.rollcall.settings.maxStateBytes);
+    this.track(this.batch.add({ ...this.heartbeat(members[0]!), state }));
+  }
+
+  private receive(doc: Doc, event: PresenceEvent): void {
+    if (event.type === "join" || event.type === "update") this.own(doc, event.user, event.state);
+    if (event.type === "leave") this.removeClients(doc, event.user);
+    this.emit("event", event, doc.name);
+  }
+
+  /** Records which awareness clients a member's state names. */
+  private own(doc: Doc, user: string, state: Parameters<typeof clientsOf>[0]): void {
+    for (const id of clientsOf(state)) doc.owners.set(id, user);
+  }
+
+  /**
+   * A user left the document everywhere: removes the awareness states of its clients that are
+   * not this instance's own (those Hocuspocus removes itself), and tells the local clients.
+   */
+  private removeClients(doc: Doc, user: string): void {
+    const local = new Set(
+      [...doc.document.connections.keys()].flatMap((s) => socketClients(doc.document, s)),
+    );
+    const gone: number[] = [];
+    for (const [id, owner] of doc.owners) {
+      if (owner !== user) continue;
+      doc.owners.delete(id);
+      if (!local.has(id) && doc.document.awareness.states.has(id)) gone.push(id);
+    }
+    if (gone.length > 0) removeAwarenessStates(doc.document.awareness, gone, ORIGIN);
+  }
+
+  /**
+   * Reads the room's roster: the clients of members present before this instance followed the
+   * document (or while its subscriber was down), and the leaves it missed meanwhile.
+   */
+  private async sync(doc: Doc): Promise<void> {
+    try {
+      const pages = await this.rollcall.rosterPages(doc.room);
+      const present = new Set<string>();
+      for (const { user, state } of pages.flatMap((p) => p.members)) {
+        present.add(user);
+        this.own(doc, user, state);
+      }
+      for (const owner of new Set(doc.owners.values())) {
+        if (!present.has(owner)) this.removeClients(doc, owner);
+      }
+    } catch (error) {
+      this.report(error);
+    }
+  }
+
+  /** Keeps a call's promise until it settles (close() waits for it); its failure is reported. */
+  private track(promise: Promise<unknown>): void {
+    const tracked = promise.catch((error: unknown) => this.report(error));
+    this.pending.add(tracked);
+    void tracked.finally(() => this.pending.delete(tracked));
+  }
+
+  private report(error: unknown): void {
+    reportError(this, error);
+  }
+}
