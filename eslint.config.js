@@ -14,7 +14,8 @@ const LAYERS = {
   client: ["engine", "runtime", "gateway", "cli", "dev"],
   engine: ["runtime", "gateway", "client", "cli", "dev"],
   runtime: ["gateway", "client", "cli", "dev"],
-  gateway: ["client", "cli", "dev"],
+  gateway: ["client", "cli", "dev", "socketio"],
+  socketio: ["gateway", "client", "cli", "dev"],
   cli: ["gateway", "client", "dev"],
 };
 // Isomorphic code (the browser loads it as it is): no Node built-ins, no server libraries.

@@ -14,7 +14,7 @@ import { histogram, info, percentiles, redisCpuSeconds, type Percentiles } from 
 import { storm, type StormResult } from "./storm.js";
 
 /**
- * Large rooms (issue 18): rooms of 10, 1,000 and 10,000 members, every member a socket of one
+ * Large rooms: rooms of 10, 1,000 and 10,000 members, every member a socket of one
  * gateway process (protocol version 2: a large room's events come coalesced), while 1 % of the
  * members change each second (half joins, half leaves, by users that come and go). Measured: the
  * latency from the call to the event's arrival on the sampled sockets (each of them parses every

@@ -1,4 +1,5 @@
 import { Rollcall, type RollcallOptions } from "../src/index.js";
+import { HEARTBEAT_BATCH } from "../src/engine/rollcall.js";
 import {
   benchmarkScript,
   loadScript,
@@ -22,6 +23,9 @@ import { median } from "./stats.js";
 export const CEILING_SCRIPTS = ["noop", "naive", "rollcall"] as const;
 export type CeilingScript = (typeof CEILING_SCRIPTS)[number];
 
+/** A gateway's call: one heartbeatMany of many steady connections, rooms of the size run. */
+export const BATCHED = "batched";
+
 export interface CeilingConfig extends BenchmarkConfig {
   /** R rooms of R users for each R. */
   roomSizes: number[];
@@ -29,7 +33,9 @@ export interface CeilingConfig extends BenchmarkConfig {
 
 export interface CeilingRun extends BenchmarkRun {
   roomSize: number;
-  script: CeilingScript;
+  script: CeilingScript | typeof BATCHED;
+  /** Heartbeats per call: 1, or the batch's entries. */
+  heartbeats: number;
   /** The throughput repeat it ran after. */
   repeat: number;
 }
@@ -52,8 +58,8 @@ export interface CeilingResults extends BenchmarkConfig {
 const EXPECTED: Record<CeilingScript, Expected> = {
   noop: { time: 1 },
   naive: { time: 1, zscore: 1, zadd: 1, expire: 1 },
-  // The replay key's GET, the record's HGET, the patched record's HSET: nothing else.
-  rollcall: { time: 1, get: 1, hget: 1, hset: 1 },
+  // The room's meta and the record in one HMGET, the patched record's HSET: nothing else.
+  rollcall: { time: 1, hmget: 1, hset: 1 },
 };
 
 /**
@@ -74,6 +80,8 @@ interface Population {
   roomSize: number;
   naiveKeys: string[];
   commands: Record<CeilingScript, string[]>;
+  /** The first HEARTBEAT_BATCH present connections in one heartbeatMany, and its rooms. */
+  batched: { command: string[]; heartbeats: number; rooms: number };
 }
 
 /**
@@ -98,14 +106,21 @@ export class Ceiling {
     for (const roomSize of config.roomSizes) {
       const present = grid(roomSize, roomSize);
       const rollcall = new Rollcall(client, { ...DEPLOYMENT, prefix: `ceiling${roomSize}` });
-      await forEachInFlight(present, 64, (m) => rollcall.heartbeat(m.room, m.user, m.connection));
+      await makeSteady(lab, rollcall, present);
       const tracker = new NaiveTracker(client, NAIVE_WINDOW_S);
       const conversation = (room: string) => `ceiling${roomSize}-${room}`;
       await forEachInFlight(present, 64, (m) =>
         tracker.updatePresence(conversation(m.room), m.user),
       );
       const heartbeat = await captureHeartbeat(lab, rollcall, present[0]!);
+      const batch = present.slice(0, HEARTBEAT_BATCH);
+      const batched = {
+        command: await captureEvalsha(lab, () => rollcall.heartbeatMany(batch)),
+        heartbeats: batch.length,
+        rooms: new Set(batch.map((m) => m.room)).size,
+      };
       populations.push({
+        batched,
         roomSize,
         naiveKeys: Array.from({ length: roomSize }, (_, i) =>
           tracker.presenceKey(conversation(padded("r", i))),
@@ -150,8 +165,13 @@ export class Ceiling {
           EXPECTED[script],
         );
         if (script === "naive") await this.checkNaiveUnchanged(p);
-        runs.push({ roomSize: p.roomSize, script, repeat, ...run });
+        runs.push({ roomSize: p.roomSize, script, repeat, heartbeats: 1, ...run });
       }
+      const { command, heartbeats, rooms } = p.batched;
+      // Each room of the batch: its meta and records in one HMGET, its patched records in one HSET.
+      const expected = { time: 1, hmget: rooms, hset: rooms };
+      const run = await benchmarkScript(this.lab, this.config, 1, command, expected);
+      runs.push({ roomSize: p.roomSize, script: BATCHED, repeat, heartbeats, ...run });
     }
     return runs;
   }
@@ -167,9 +187,30 @@ export class Ceiling {
 }
 
 /**
+ * Makes everyone present and steady: the joins, then, once Redis's clock has left the last join's
+ * millisecond, one more heartbeat each. A connection's first beat after its join is not steady
+ * (within the join's millisecond it may be the join resent): redis-benchmark must not meet one.
+ */
+export async function makeSteady(lab: Lab, rollcall: Rollcall, present: Member[]): Promise<void> {
+  const beatAll = () =>
+    forEachInFlight(present, 64, (m) => rollcall.heartbeat(m.room, m.user, m.connection));
+  await beatAll();
+  const joined = await redisMs(lab);
+  while ((await redisMs(lab)) <= joined) {
+    // Redis's clock moves within a millisecond: TIME again.
+  }
+  await beatAll();
+}
+
+async function redisMs(lab: Lab): Promise<number> {
+  const [seconds, micros] = await lab.admin.time();
+  return Number(seconds) * 1000 + Math.floor(Number(micros) / 1000);
+}
+
+/**
  * The wire form of a steady heartbeat, seen through MONITOR: EVALSHA, the SHA of the script as the
  * loader built it, and every key and argument. The room's keys and the user then get
- * redis-benchmark's random number; the room argument stays (a steady heartbeat does not read it).
+ * redis-benchmark's random number (one bucket: every room's keys share the bucket's keys' tag).
  */
 export async function captureHeartbeat(
   lab: Lab,
@@ -177,21 +218,14 @@ export async function captureHeartbeat(
   member: Member,
   options: { capacity?: number } = {},
 ): Promise<string[]> {
-  const monitor = lab.track(await lab.admin.monitor());
-  const seen = new Promise<string[]>((resolve) => {
-    monitor.on("monitor", (_time: string, args: string[], source: string) => {
-      if (source !== "lua" && args[0]?.toLowerCase() === "evalsha") resolve(args);
-    });
+  let joined = false;
+  const args = await captureEvalsha(lab, async () => {
+    ({ joined } = await rollcall.heartbeat(member.room, member.user, member.connection, options));
   });
-  // The connection has run the script already, so ioredis sends EVALSHA rather than EVAL.
-  const { joined } = await rollcall.heartbeat(member.room, member.user, member.connection, options);
-  const args = await seen;
-  lab.release(monitor);
   if (joined) throw new Error("the captured heartbeat joined: it is not a steady one");
-  const [roomKey, indexKey] = rollcall.layout.room(member.room).keys;
+  // The scripts derive a room's keys from its name: the name and the user take the random number.
   const random = new Map([
-    [roomKey, roomKey.slice(0, -member.room.length) + `r${RANDOM}`],
-    [indexKey, indexKey.slice(0, -member.room.length) + `r${RANDOM}`],
+    [member.room, `r${RANDOM}`],
     [member.user, `u${RANDOM}`],
   ]);
   for (const value of random.keys()) {
@@ -199,9 +233,26 @@ export async function captureHeartbeat(
       throw new Error(`cannot find ${value} once in the heartbeat command ${args.join(" ")}`);
     }
   }
+  return args.map((a) => random.get(a) ?? a);
+}
+
+/**
+ * The EVALSHA a call sends, seen through MONITOR. The connection must have run the script
+ * already, so that ioredis sends EVALSHA rather than EVAL; the script must stay loaded.
+ */
+export async function captureEvalsha(lab: Lab, call: () => Promise<unknown>): Promise<string[]> {
+  const monitor = lab.track(await lab.admin.monitor());
+  const seen = new Promise<string[]>((resolve) => {
+    monitor.on("monitor", (_time: string, args: string[], source: string) => {
+      if (source !== "lua" && args[0]?.toLowerCase() === "evalsha") resolve(args);
+    });
+  });
+  await call();
+  const args = await seen;
+  lab.release(monitor);
   const [loaded] = (await lab.admin.script("EXISTS", args[1]!)) as number[];
   if (loaded !== 1) throw new Error(`script ${args[1]} is not loaded`);
-  return args.map((a) => random.get(a) ?? a);
+  return args;
 }
 
 /** One room size's figures over the repeats. */
@@ -218,6 +269,26 @@ export interface CeilingSummary {
   /** redis-server's CPU share during rollcall's best run, and the host's busy cores. */
   rollcallRedisCpu: number;
   rollcallHostCpu: number;
+  batched: BatchedSummary;
+}
+
+/** A batch of steady heartbeats in one call against the baseline's work scripted, per heartbeat. */
+export interface BatchedSummary {
+  heartbeats: number;
+  /** Median script time per heartbeat. */
+  us: number;
+  /** Median redis-server CPU (user + sys, I/O included) per heartbeat, and the baseline's per
+   * call; their ratio is the median of each repeat's pair. */
+  redisCpuUs: number;
+  naiveRedisCpuUs: number;
+  cpuRatio: number;
+  /** Best heartbeats/s (calls/s × entries). */
+  heartbeatsPerSec: number;
+}
+
+/** redis-server's CPU per heartbeat of a run, µs. */
+function redisCpuUs(run: CeilingRun, requests: number): number {
+  return (run.load.redisCpu * run.load.seconds * 1e6) / (requests * run.heartbeats);
 }
 
 export function summarizeCeiling(c: CeilingResults): CeilingSummary[] {
@@ -253,6 +324,23 @@ export function summarizeCeiling(c: CeilingResults): CeilingSummary[] {
       },
       rollcallRedisCpu: bestOf("rollcall").load.redisCpu,
       rollcallHostCpu: bestOf("rollcall").load.hostCpu,
+      batched: summarizeBatched(runs, c.requests),
     };
   });
+}
+
+function summarizeBatched(runs: readonly CeilingRun[], requests: number): BatchedSummary {
+  const batched = runs.filter((r) => r.script === BATCHED);
+  const naive = runs.filter((r) => r.script === "naive");
+  const cpu = (r: CeilingRun) => redisCpuUs(r, requests);
+  const pairs = batched.map((b) => cpu(b) / cpu(naive.find((n) => n.repeat === b.repeat)!));
+  const heartbeats = batched[0]!.heartbeats;
+  return {
+    heartbeats,
+    us: median(batched, (r) => r.usPerCall).usPerCall / heartbeats,
+    redisCpuUs: cpu(median(batched, cpu)),
+    naiveRedisCpuUs: cpu(median(naive, cpu)),
+    cpuRatio: median(pairs, (r) => r),
+    heartbeatsPerSec: Math.max(...batched.map((r) => r.opsPerSec * heartbeats)),
+  };
 }

@@ -76,6 +76,8 @@ export function gatewaySection(r: Pick<Results, "gateway" | "meta"> & Partial<Re
     r.fanout?.find((f) => f.event === event && f.variant === "rollcall");
   const h = g.heartbeats;
   const bestRun = h.runs.reduce((a, b) => (b.framesPerSec > a.framesPerSec ? b : a));
+  const roomBeats = bestRun.framesPerSec * h.roomsPerSocket;
+  const c = g.calls;
   const direct = r.heartbeat ? best(r.heartbeat.throughput, "rollcall") : undefined;
   return [
     "## Gateway",
@@ -161,7 +163,9 @@ export function gatewaySection(r: Pick<Results, "gateway" | "meta"> & Partial<Re
     `${number(h.sockets)} sockets, each in ${h.roomsPerSocket} rooms (${number(h.rooms)} rooms ` +
       `of 10), each keeping ${h.inFlight} explicit \`heartbeat\` frames (with a ref) ` +
       "outstanding: the next goes as an ack comes back. A frame heartbeats every room of its " +
-      `socket (${h.roomsPerSocket} script calls). Runs of ${number(h.runs[0]?.seconds ?? 0, 1)} s ` +
+      `socket (${h.roomsPerSocket} room heartbeats; the frames of one event-loop turn go out ` +
+      "together, one heartbeatMany per bucket). " +
+      `Runs of ${number(h.runs[0]?.seconds ?? 0, 1)} s ` +
       `after a warm-up: ${h.runs.length}; CPU in ` +
       "shares of one core over the run (*bench* is the process driving the sockets, on the same " +
       `host: ${r.meta.cores} cores for the gateway, Redis, the bench and anything else).`,
@@ -198,11 +202,21 @@ export function gatewaySection(r: Pick<Results, "gateway" | "meta"> & Partial<Re
     direct
       ? `Baseline: the engine called directly (heartbeat section, best run: ${describe(direct)}) ` +
         `sustains ${number(direct.opsPerSec)} heartbeats/s; through one gateway process, ` +
-        `${number(bestRun.callsPerSec)} room heartbeats/s ` +
-        `(${ratio(bestRun.callsPerSec / direct.opsPerSec)}) in ${number(bestRun.framesPerSec)} ` +
+        `${number(roomBeats)} room heartbeats/s ` +
+        `(${ratio(roomBeats / direct.opsPerSec)}) in ${number(bestRun.framesPerSec)} ` +
         "frames/s."
-      : `Through one gateway process: ${number(bestRun.callsPerSec)} room heartbeats/s in ` +
+      : `Through one gateway process: ${number(roomBeats)} room heartbeats/s in ` +
         `${number(bestRun.framesPerSec)} frames/s.`,
+    "",
+    "### Script calls per heartbeat a gateway owes",
+    "",
+    `One gateway process with the default options (its own Sweeper included) but a ` +
+      `${number(c.presenceWindowMs / 1000, 1)} s presence window, ${number(c.sockets)} sockets ` +
+      `in ${number(c.rooms)} rooms, one each, heartbeating every room every third of the window ` +
+      `by itself: over ${number(c.seconds, 1)} s Redis ran ${number(c.calls)} EVAL and EVALSHA ` +
+      `calls for ${number(c.heartbeats)} (socket, room) heartbeats: ` +
+      `**${number(c.callsPerHeartbeat, 3)} calls per heartbeat**, every script counted (the ` +
+      `sweeps too); ${number(c.present)} connections present at the end.`,
   ].join("\n");
 }
 
@@ -349,8 +363,10 @@ export function graceSection(r: Results): string {
     `In each of ${number(g.join.rooms)} rooms of ${g.join.roomSize}, a newcomer's heartbeat ` +
       "(16 in flight, one auto-pipelined connection), then its leave (not measured); the " +
       "variants alternate phase by phase. Per call: Redis's time in EVALSHA, redis-server's " +
-      "CPU, events published, and writing commands run (HSET, SET, ZADD, PEXPIRE, …: a join " +
-      "writes the record, its kept reply, the due entry and the keys' expiry).",
+      "CPU, events published, writing commands run on presence (HSET, HINCRBY, ZADD, PEXPIRE, " +
+      "…: a join writes the record, the counts, the due entry and the keys' expiry) and calls " +
+      "that kept their reply for a resend (an APPEND and a PEXPIRE of the replay string, not " +
+      "counted as presence writes).",
     "",
     table(
       [
@@ -360,6 +376,7 @@ export function graceSection(r: Results): string {
         "Redis CPU µs / call",
         "events / call",
         "writing commands / call",
+        "kept replies / call",
       ],
       join.map((v) => [
         v.variant,
@@ -368,6 +385,7 @@ export function graceSection(r: Results): string {
         number(v.redisCpuUs, 2),
         number(v.events, 2),
         number(v.writes, 2),
+        number(v.keptReplies, 2),
       ]),
     ),
     "",

@@ -36,7 +36,7 @@ import {
 } from "./stats.js";
 
 /**
- * The gateway (issue 9 point 8), each gateway a process of its own (bench/gatewayProcess.ts) on
+ * The gateway, each gateway a process of its own (bench/gatewayProcess.ts) on
  * the bench's Redis, driven over raw `ws` sockets from the bench process: the sockets one process
  * holds and what each costs it, the fan-out from a frame on one instance to the event on a socket
  * of another, and the explicit heartbeat frames one process sustains.
@@ -82,6 +82,24 @@ export interface GatewayProfile {
     runMs: number;
     repeats: number;
   };
+  /** Sockets in rooms, one room each, on a gateway with the default options (its Sweeper
+   * included) but this presence window: script calls over `runMs` per heartbeat it owes. */
+  calls: { sockets: number; rooms: number; presenceWindowMs: number; runMs: number };
+}
+
+/** What a gateway's own heartbeats and sweeps cost in script calls. */
+export interface GatewayCallsResult {
+  sockets: number;
+  rooms: number;
+  presenceWindowMs: number;
+  seconds: number;
+  /** EVAL and EVALSHA calls Redis ran over the run, every script of the deployment's. */
+  calls: number;
+  /** (socket, room) heartbeats owed over the run: one per pair every third of the window. */
+  heartbeats: number;
+  callsPerHeartbeat: number;
+  /** Members present at the end (nobody expired: every heartbeat happened). */
+  present: number;
 }
 
 /** A gateway process's memory, bytes (process.memoryUsage() after a full collection). */
@@ -163,10 +181,11 @@ export interface GatewayResults {
     inFlight: number;
     runs: GatewayHeartbeatRun[];
   };
+  calls: GatewayCallsResult;
 }
 
 export function gatewaySteps(p: Profile): number {
-  return 2 + 1 + 3 + 2 + 1 + p.gateway.heartbeat.repeats + 1;
+  return 2 + 1 + 3 + 2 + 1 + p.gateway.heartbeat.repeats + 1 + 1;
 }
 
 export async function benchGateway(
@@ -189,7 +208,10 @@ export async function benchGateway(
     const fanout = await gatewayFanout(lab, profile.gateway, progress, a, b);
     const heartbeats = await heartbeatFrames(lab, profile.gateway, progress, a);
     for (const child of [a, b]) await child.checkErrors();
-    return { idle, sockets, fanout, heartbeats };
+    const calls = await progress.step("gateway: script calls per heartbeat", () =>
+      callsPerHeartbeat(lab, profile.gateway),
+    );
+    return { idle, sockets, fanout, heartbeats, calls };
   } finally {
     await progress.step("gateway: stop", () => Promise.all([a.stop(), b.stop()]));
     await lab.flush();
@@ -380,6 +402,57 @@ class BenchSocket {
 }
 
 /** Opens one socket per user, `inFlight` handshakes at a time. */
+/**
+ * One gateway as users run it (default options, its own Sweeper) but for the presence window,
+ * sockets joined to one room each: every EVAL and EVALSHA Redis runs over `runMs`, per
+ * (socket, room) heartbeat the gateway owes in that time.
+ */
+async function callsPerHeartbeat(lab: Lab, config: GatewayProfile): Promise<GatewayCallsResult> {
+  const { sockets: count, rooms, presenceWindowMs, runMs } = config.calls;
+  const engine: RollcallOptions = { presenceWindowMs, prefix: "gwcalls" };
+  const gateway = await GatewayChild.start(lab.url, false, { engine, gateway: { sweeper: true } });
+  const observer = new Rollcall(lab.admin, engine);
+  const roomOf = (i: number) => `calls-${i % rooms}`;
+  try {
+    const sockets = await openAll(
+      gateway.url,
+      Array.from({ length: count }, (_, i) => `caller-${i}`),
+      config.opening,
+    );
+    const joins = sockets.map((socket, i) => ({ socket, room: roomOf(i) }));
+    await forEachInFlight(joins, config.opening, ({ socket, room }) =>
+      socket.request({ type: "join", room }),
+    );
+    const scriptCalls = async () => {
+      const stats = await commandStats(lab.admin);
+      return (stats.get("evalsha")?.calls ?? 0) + (stats.get("eval")?.calls ?? 0);
+    };
+    const before = { at: performance.now(), calls: await scriptCalls() };
+    await sleep(runMs);
+    const after = { at: performance.now(), calls: await scriptCalls() };
+    const seconds = (after.at - before.at) / 1000;
+    const heartbeats = (count * seconds * 1000) / (presenceWindowMs / 3);
+    const counted = await Promise.all(
+      Array.from({ length: rooms }, (_, i) => observer.count(roomOf(i))),
+    );
+    await gateway.checkErrors();
+    for (const socket of sockets) socket.ws.close();
+    await gateway.drained();
+    return {
+      sockets: count,
+      rooms,
+      presenceWindowMs,
+      seconds,
+      calls: after.calls - before.calls,
+      heartbeats,
+      callsPerHeartbeat: (after.calls - before.calls) / heartbeats,
+      present: counted.reduce((sum, c) => sum + c.connections, 0),
+    };
+  } finally {
+    await gateway.stop();
+  }
+}
+
 async function openAll(url: string, users: readonly string[], inFlight: number) {
   const sockets: BenchSocket[] = [];
   await forEachInFlight(users, inFlight, async (user) => {

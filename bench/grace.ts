@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { Rollcall, type RollcallOptions } from "../src/index.js";
 import { benchmarkScript, type BenchmarkConfig, type Expected } from "./benchmark.js";
-import { captureHeartbeat } from "./ceiling.js";
+import { captureHeartbeat, makeSteady } from "./ceiling.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { grid, members, STEADY, type Member } from "./population.js";
@@ -10,8 +10,8 @@ import type { Progress } from "./progress.js";
 import { commandStats, commandsBetween, median, underLoad } from "./stats.js";
 
 /**
- * The leave grace and room capacity on the heartbeat path (issue 11: "Redis CPU per heartbeat
- * with and without, side by side in one run"): (a, b) steady heartbeats under redis-benchmark,
+ * The leave grace and room capacity on the heartbeat path, with and without, side by side in one
+ * run: (a, b) steady heartbeats under redis-benchmark,
  * as the ceiling runs them, in a deployment with a grace and with a capacity argument; (c) the
  * join of a newcomer into a room of 20 with a capacity and without, and refused from a full
  * room; (d) a page reload (leave, then a new connection) within the grace, against the same
@@ -60,6 +60,7 @@ export interface PathSummary {
   redisCpuUs: number;
   events: number;
   writes: number;
+  keptReplies: number;
 }
 
 export interface ReloadSummary {
@@ -99,7 +100,7 @@ const ONE_BUCKET: RollcallOptions = {
   buckets: 1,
 };
 /** What a steady heartbeat runs, whatever the variant. */
-const STEADY_COMMANDS: Expected = { time: 1, get: 1, hget: 1, hset: 1 };
+const STEADY_COMMANDS: Expected = { time: 1, hmget: 1, hset: 1 };
 
 export async function benchGrace(
   lab: Lab,
@@ -131,7 +132,7 @@ async function steadyHeartbeats(
         leaveGraceMs,
         prefix: `steady-grace${leaveGraceMs}`,
       });
-      await forEachInFlight(present, 64, (m) => rollcall.heartbeat(m.room, m.user, m.connection));
+      await makeSteady(lab, rollcall, present);
       return rollcall;
     };
     const plain = await deploy(0);
@@ -196,12 +197,22 @@ interface Measured {
   calls: number;
   usec: number;
   events: number;
-  /** Commands run that write (the scripts' only writes: see WRITES). */
+  /** Commands run that write presence (the scripts' only writes: see WRITES), the kept replies
+   * apart. */
   writes: number;
+  /** Replies kept for resends: an APPEND (and its PEXPIRE) per call that kept any. */
+  keptReplies: number;
   cpuSeconds: number;
 }
 
-const NOTHING: Measured = { calls: 0, usec: 0, events: 0, writes: 0, cpuSeconds: 0 };
+const NOTHING: Measured = {
+  calls: 0,
+  usec: 0,
+  events: 0,
+  writes: 0,
+  keptReplies: 0,
+  cpuSeconds: 0,
+};
 
 /** Every writing command rollcall's room scripts run. */
 const WRITES = ["hset", "hdel", "hincrby", "set", "del", "zadd", "zrem", "pexpire", "xadd"];
@@ -212,6 +223,7 @@ function add(a: Measured, b: Measured): Measured {
     usec: a.usec + b.usec,
     events: a.events + b.events,
     writes: a.writes + b.writes,
+    keptReplies: a.keptReplies + b.keptReplies,
     cpuSeconds: a.cpuSeconds + b.cpuSeconds,
   };
 }
@@ -225,9 +237,14 @@ async function measure<T>(lab: Lab, work: () => Promise<T>): Promise<[T, Measure
   const evalsha = ran.get("evalsha") ?? { calls: 0, usec: 0, failed: 0 };
   if (evalsha.failed > 0) throw new Error(`${evalsha.failed} script calls failed`);
   const events = ran.get("spublish")?.calls ?? 0;
-  const writes = WRITES.reduce((sum, name) => sum + (ran.get(name)?.calls ?? 0), 0);
+  // A call that keeps replies runs one APPEND and one PEXPIRE of its replay string.
+  const keptReplies = ran.get("append")?.calls ?? 0;
+  const writes = WRITES.reduce((sum, name) => sum + (ran.get(name)?.calls ?? 0), -keptReplies);
   const cpuSeconds = load.redisCpu * load.seconds;
-  return [result, { calls: evalsha.calls, usec: evalsha.usec, events, writes, cpuSeconds }];
+  return [
+    result,
+    { calls: evalsha.calls, usec: evalsha.usec, events, writes, keptReplies, cpuSeconds },
+  ];
 }
 
 /** A deployment with its users present, its scripts loaded on the connection, replies dropped. */
@@ -310,6 +327,7 @@ function perCall(variant: string, refused: boolean, m: Measured): PathSummary {
     redisCpuUs: (m.cpuSeconds * 1e6) / m.calls,
     events: m.events / m.calls,
     writes: m.writes / m.calls,
+    keptReplies: m.keptReplies / m.calls,
   };
 }
 

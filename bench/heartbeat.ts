@@ -1,6 +1,7 @@
 import type { Redis } from "ioredis";
 import { Rollcall } from "../src/index.js";
-import { Ceiling, type CeilingResults, type CeilingRun } from "./ceiling.js";
+import { HEARTBEAT_BATCH } from "../src/engine/rollcall.js";
+import { BATCHED, Ceiling, type CeilingResults, type CeilingRun } from "./ceiling.js";
 import { forEachInFlight, keepBusy } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker } from "../test/kit/naive.js";
@@ -70,7 +71,8 @@ export interface LatencyResult {
 }
 
 export interface ThroughputRun {
-  variant: Variant;
+  /** `batched`: rollcall's heartbeatMany, a bucket's connections per call. */
+  variant: Variant | typeof BATCHED;
   inFlight: number;
   connections: number;
   autoPipelining: boolean;
@@ -227,6 +229,19 @@ async function throughput(
               load,
             });
           }
+          const clients = Array.from({ length: connections }, () =>
+            lab.connect({ enableAutoPipelining: pipelined }),
+          );
+          const [heartbeats, load] = await batchedRun(lab, clients, population, inFlight, runMs);
+          for (const client of clients) lab.release(client);
+          runs.push({
+            variant: BATCHED,
+            inFlight,
+            connections,
+            autoPipelining: pipelined,
+            opsPerSec: heartbeats / load.seconds,
+            load,
+          });
         });
       }
     }
@@ -235,6 +250,47 @@ async function throughput(
     });
   }
   return [runs, ceilingRuns];
+}
+
+/**
+ * What a gateway sends: each bucket's connections in batches of HEARTBEAT_BATCH, one
+ * heartbeatMany each, `inFlight` batches outstanding. Returns the heartbeats done.
+ */
+async function batchedRun(
+  lab: Lab,
+  clients: readonly Redis[],
+  population: readonly Member[],
+  inFlight: number,
+  runMs: number,
+): Promise<[number, Load]> {
+  const engines = clients.map((client) => new Rollcall(client, STEADY));
+  const byBucket = new Map<number, Member[]>();
+  for (const m of population) {
+    const bucket = engines[0]!.bucketOf(m.room);
+    const members = byBucket.get(bucket) ?? [];
+    byBucket.set(bucket, members);
+    members.push(m);
+  }
+  const batches = [...byBucket.values()].flatMap((members) =>
+    Array.from({ length: Math.ceil(members.length / HEARTBEAT_BATCH) }, (_, i) =>
+      members.slice(i * HEARTBEAT_BATCH, (i + 1) * HEARTBEAT_BATCH),
+    ),
+  );
+  const beat = async (engine: Rollcall, batch: readonly Member[]) => {
+    const results = await engine.heartbeatMany(batch);
+    if (results.some((r) => r.joined)) steady(true, BATCHED);
+    return batch.length;
+  };
+  // The first call on a connection sends the script source; it is not the steady state.
+  await Promise.all(engines.map((engine) => beat(engine, batches[0]!)));
+  await lab.collectLuaGarbage();
+  let heartbeats = 0;
+  const [, load] = await underLoad(lab.admin, () =>
+    keepBusy(inFlight, runMs, async (i) => {
+      heartbeats += await beat(engines[i % engines.length]!, batches[i % batches.length]!);
+    }),
+  );
+  return [heartbeats, load];
 }
 
 /** How a throughput run drove Redis, in words. */

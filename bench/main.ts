@@ -3,6 +3,8 @@ import { availableParallelism, cpus, platform } from "node:os";
 import { parseArgs } from "node:util";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../src/embedded.js";
 import { chart } from "./chart.js";
+import { benchCounts, countsSteps } from "./counts.js";
+import { benchRoster, rosterSteps } from "./roster.js";
 import { benchLog, logSteps } from "./eventLog.js";
 import { benchBigRooms, bigRoomsMarkdown, bigRoomsSteps } from "./bigRooms.js";
 import { benchFanout, fanoutSteps } from "./fanout.js";
@@ -16,24 +18,35 @@ import { FULL, SMOKE, type Profile } from "./profile.js";
 import { Progress } from "./progress.js";
 import { gatewayMarkdown, markdown, type Meta, type Results } from "./report.js";
 import { info } from "./stats.js";
+import {
+  benchSocketIo,
+  SOCKETIO_FULL,
+  SOCKETIO_SMOKE,
+  socketIoMarkdown,
+  socketIoSteps,
+  type SocketIoResults,
+} from "./socketio.js";
 import { benchSweep, sweepSteps } from "./sweep.js";
 import { targets } from "./targets.js";
 
-const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only gateway|big-rooms] [--redis-url redis://host:port]
+const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only gateway|big-rooms|socket.io] [--redis-url redis://host:port]
 
   --smoke      a quick run that only proves the bench works (CI); results go to smoke.*
-  --only       run one section alone: gateway (results go to gateway.* or gateway-smoke.*), or
-               big-rooms (large rooms under churn and a reconnect storm, which the whole run
-               leaves out: results go to big-rooms.* or big-rooms-smoke.*)
+  --only       run one section alone: gateway (results go to gateway.* or gateway-smoke.*),
+               big-rooms (large rooms under churn and a reconnect storm) or socket.io
+               (fetchSockets() vs rollcall), which the whole run leaves out: results go to
+               big-rooms.* or socketio.* (-smoke.* with --smoke)
   --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server: the bench
                flushes it and resets its INFO statistics`;
 
 const RESULTS = new URL("./results/", import.meta.url);
+const ONLY = ["gateway", "big-rooms", "socket.io"] as const;
+type Only = (typeof ONLY)[number];
 
 function options(): {
   profile: Profile;
   redisUrl: string | undefined;
-  only: "gateway" | "big-rooms" | undefined;
+  only: Only | undefined;
 } {
   let parsed;
   try {
@@ -54,14 +67,15 @@ function options(): {
     console.log(USAGE);
     process.exit(0);
   }
-  if (values.only !== undefined && values.only !== "gateway" && values.only !== "big-rooms") {
-    console.error(`--only takes gateway or big-rooms, got ${values.only}\n\n${USAGE}`);
+  const only = values.only as Only | undefined;
+  if (only !== undefined && !ONLY.includes(only)) {
+    console.error(`--only takes ${ONLY.join(" or ")}, got ${only}\n\n${USAGE}`);
     process.exit(2);
   }
   return {
     profile: values.smoke ? SMOKE : FULL,
     redisUrl: values["redis-url"],
-    only: values.only,
+    only,
   };
 }
 
@@ -73,6 +87,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       sweepSteps(profile) +
       liveSteps(profile) +
       memorySteps(profile) +
+      countsSteps() +
+      rosterSteps(profile) +
       logSteps(profile) +
       graceSteps(profile),
   );
@@ -86,6 +102,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const sweep = await benchSweep(lab, profile, progress);
     const live = await benchLive(lab, profile, progress);
     const memory = await benchMemory(lab, profile, progress);
+    const counts = await benchCounts(lab, profile, progress);
+    const roster = await benchRoster(lab, profile, progress);
     const log = await benchLog(lab, profile, progress);
     const grace = await benchGrace(lab, profile, progress);
     await lab.flush();
@@ -97,6 +115,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       sweep,
       live,
       memory,
+      counts,
+      roster,
       log,
       grace,
     };
@@ -170,6 +190,36 @@ async function saveGateway(results: Pick<Results, "gateway" | "meta">): Promise<
   return report;
 }
 
+/** The Socket.IO section, run alone: printed, and saved to socketio.* (socketio-smoke.*). */
+async function runSocketIo(profile: Profile, lab: Lab, embedded: boolean): Promise<string> {
+  const socketio = profile === FULL ? SOCKETIO_FULL : SOCKETIO_SMOKE;
+  const progress = new Progress(socketIoSteps(socketio));
+  const started = performance.now();
+  let results: SocketIoResults & { meta: Meta };
+  try {
+    await lab.checkEmpty();
+    const server = await info(lab.admin, "server");
+    const measured = await benchSocketIo(lab, socketio, progress);
+    results = { meta: meta(profile, server, embedded, started), ...measured };
+  } finally {
+    progress.stop();
+  }
+  const { meta: m } = results;
+  const report = [
+    `# Socket.IO presence (${m.date})`,
+    "",
+    `Redis ${m.redisVersion} (${m.redis}), Node ${m.nodeVersion}, ${m.cores} cores (${m.cpu}), ` +
+      `${m.seconds} s. Run: \`npx tsx bench/main.ts --only socket.io${profile === FULL ? "" : " --smoke"}\`.`,
+    "",
+    socketIoMarkdown(results),
+  ].join("\n");
+  const name = profile === FULL ? "socketio" : "socketio-smoke";
+  await mkdir(RESULTS, { recursive: true });
+  await writeFile(new URL(`${name}.md`, RESULTS), report);
+  await writeFile(new URL(`${name}.json`, RESULTS), JSON.stringify(results, null, 2) + "\n");
+  return report;
+}
+
 async function save(results: Results): Promise<string> {
   const report = markdown(results);
   // CI runs --smoke: its results go beside the committed ones (and git ignores them).
@@ -198,6 +248,8 @@ async function main(): Promise<void> {
       console.log(await runBigRooms(profile, lab, embedded !== undefined));
     } else if (only === "gateway") {
       console.log(await saveGateway(await runGateway(profile, lab, embedded !== undefined)));
+    } else if (only === "socket.io") {
+      console.log(await runSocketIo(profile, lab, embedded !== undefined));
     } else {
       console.log(await save(await run(profile, lab, embedded !== undefined)));
     }

@@ -61,19 +61,23 @@ export interface MemoryRow {
   /** The baseline's sorted set per room, one member per user: no connections, no state. */
   naive: { footprint: Footprint; perUser: Bytes };
   cells: MemoryCell[];
+  /** Right after everyone joined at once, default options: every key weighed, the replies the
+   * joins kept included. `ratio`: per connection, × the baseline's per member. */
+  storm: { footprint: Footprint; perConnection: Bytes; ratio: number };
 }
 
 /** What one kept reply costs: the transient part of the bill (bytes × transitions/s × window). */
 export interface ReplayCost {
   joins: number;
+  /** The strings holding them: one per bucket and generation of an instance's calls. */
   keys: number;
-  /** MEMORY USAGE of a replay key, on average. */
+  /** MEMORY USAGE of the strings per kept reply. */
   memoryUsage: number;
-  /** used_memory freed per reply when they are deleted: the keyspace entry and its expiry too. */
+  /** used_memory freed per kept reply when the strings are deleted. */
   usedMemory: number;
   replayWindowMs: number;
-  /** One kept reply's value, for scale. */
-  sample: string;
+  /** Bytes of one entry in a string. */
+  entryBytes: number;
 }
 
 export interface MemoryResults {
@@ -82,7 +86,7 @@ export interface MemoryResults {
 }
 
 export function memorySteps(p: Profile): number {
-  return p.memory.roomSizes.length * (MEMORY_VARIANTS.length + 1) + 1;
+  return p.memory.roomSizes.length * (MEMORY_VARIANTS.length + 2) + 1;
 }
 
 /**
@@ -128,7 +132,21 @@ export async function benchMemory(
         },
       });
     }
-    rows.push({ roomSize, users: n, naive: { footprint: naive, perUser: per(naive, n) }, cells });
+    const storm = await progress.step(`memory: rooms of ${roomSize}, a storm of joins`, () =>
+      stormFootprint(lab, population),
+    );
+    const stormPerConnection = per(storm, n);
+    rows.push({
+      roomSize,
+      users: n,
+      naive: { footprint: naive, perUser: per(naive, n) },
+      cells,
+      storm: {
+        footprint: storm,
+        perConnection: stormPerConnection,
+        ratio: stormPerConnection.memoryUsage / naivePerUser,
+      },
+    });
   }
   const replay = await progress.step("memory: kept replies", () => replayCost(lab, replayJoins));
   await lab.flush();
@@ -140,10 +158,10 @@ function per(f: Footprint, n: number): Bytes {
 }
 
 /** A rollcall instance whose scripts are loaded and deployment stored, on an emptied Redis. */
-async function freshRollcall(lab: Lab): Promise<[Rollcall, Redis]> {
+async function freshRollcall(lab: Lab, options = STEADY): Promise<[Rollcall, Redis]> {
   await lab.flush();
   const client = lab.connect({ enableAutoPipelining: true });
-  const rollcall = new Rollcall(client, STEADY);
+  const rollcall = new Rollcall(client, options);
   // Loads the scripts (the script cache is in used_memory) and stores the deployment.
   await rollcall.heartbeat("warm-up", "u", "c");
   await rollcall.leave("warm-up", "u", "c");
@@ -174,6 +192,19 @@ async function rollcallFootprint(
   return { ...(await weigh(lab)), usedMemory: after - before };
 }
 
+/**
+ * Everyone joins at once with the default options (connection `c1`, no state) and every key is
+ * weighed at once: the replies the joins kept are part of the bill.
+ */
+async function stormFootprint(lab: Lab, population: readonly Member[]): Promise<Footprint> {
+  const [rollcall, client] = await freshRollcall(lab, {});
+  const before = await usedMemory(lab);
+  await forEachInFlight(population, 64, (m) => rollcall.heartbeat(m.room, m.user, "c1"));
+  const after = await usedMemory(lab);
+  lab.release(client);
+  return { ...(await weigh(lab)), usedMemory: after - before };
+}
+
 async function naiveFootprint(lab: Lab, population: readonly Member[]): Promise<Footprint> {
   await lab.flush();
   const client = lab.connect({ enableAutoPipelining: true });
@@ -188,8 +219,8 @@ async function naiveFootprint(lab: Lab, population: readonly Member[]): Promise<
 }
 
 /**
- * Joins kept their replies: MEMORY USAGE of each, and the used_memory their deletion frees.
- * Rooms of 20, one UUID connection per user with the state, the realistic client.
+ * Joins kept their replies: MEMORY USAGE of the strings holding them, and the used_memory their
+ * deletion frees, per reply. Rooms of 20, one UUID connection per user with the state.
  */
 async function replayCost(lab: Lab, joins: number): Promise<ReplayCost> {
   const [rollcall, client] = await freshRollcall(lab);
@@ -199,32 +230,37 @@ async function replayCost(lab: Lab, joins: number): Promise<ReplayCost> {
   );
   let keys = 0;
   let bytes = 0;
-  let sample = "";
+  let length = 0;
   for await (const batch of lab.admin.scanStream({ match: "{*}:r:*", count: 1_000 })) {
     const names = batch as string[];
     const usage = await Promise.all(
       names.map((key) => lab.admin.memory("USAGE", key, "SAMPLES", 0)),
     );
+    const lengths = await Promise.all(names.map((key) => lab.admin.strlen(key)));
     keys += names.length;
     bytes += usage.reduce<number>((sum, u) => sum + (u ?? 0), 0);
-    if (!sample && names[0]) sample = (await lab.admin.get(names[0])) ?? "";
+    length += lengths.reduce((sum, l) => sum + l, 0);
   }
   const before = await usedMemory(lab);
   const dropped = await lab.dropReplies();
   const after = await usedMemory(lab);
   lab.release(client);
-  if (keys !== joins || dropped !== joins) {
-    throw new Error(`${joins} joins kept ${keys} replies (${dropped} deleted)`);
+  const entryBytes = length / joins;
+  if (dropped !== keys || entryBytes !== REPLY_ENTRY_BYTES) {
+    throw new Error(`${joins} joins kept ${length} bytes in ${keys} strings (${dropped} deleted)`);
   }
   return {
     joins,
     keys,
-    memoryUsage: bytes / keys,
-    usedMemory: (before - after) / keys,
+    memoryUsage: bytes / joins,
+    usedMemory: (before - after) / joins,
     replayWindowMs: rollcall.settings.replayWindowMs,
-    sample,
+    entryBytes,
   };
 }
+
+/** A join's kept reply: call, index, outcome, seq, epoch (see lua/include/replay.lua). */
+const REPLY_ENTRY_BYTES = 13;
 
 /** MEMORY USAGE of every key, by kind. */
 export async function weigh(lab: Lab): Promise<Omit<Footprint, "usedMemory">> {

@@ -54,6 +54,10 @@ export interface Profile {
   };
   /** Users per cell (past the compact encodings), and joins whose kept replies are weighed. */
   memory: { users: number; roomSizes: number[]; replayJoins: number };
+  /** `rollcall stats` over this many connections in rooms of `roomSize`, `runs` times. */
+  counts: { connections: number; roomSize: number; runs: number };
+  /** Full roster reads of rooms of each size; roster() beside ZRANGE of `compareMembers`. */
+  roster: { roomSizes: number[]; reads: number; compareMembers: number; samples: number };
   /** Gateway processes: sockets held, fan-out across two instances, heartbeat frames. */
   gateway: GatewayProfile;
   /** Large rooms under churn, and a reconnect storm (run alone: --only big-rooms). */
@@ -100,6 +104,8 @@ export const FULL: Profile = {
     alternative: { clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
   },
   memory: { users: 20_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 10_000 },
+  counts: { connections: 200_000, roomSize: 10, runs: 5 },
+  roster: { roomSizes: [20, 200, 1_000, 10_000], reads: 50, compareMembers: 200, samples: 2_000 },
   gateway: {
     idle: { sockets: 10_000, opening: 100 },
     sockets: 5_000,
@@ -107,6 +113,7 @@ export const FULL: Profile = {
     opening: 100,
     fanout: { samples: 1_000, rooms: 20, warmup: 20 },
     heartbeat: { sockets: 200, roomsPerSocket: 3, inFlight: 2, runMs: 3_000, repeats: 3 },
+    calls: { sockets: 1_600, rooms: 80, presenceWindowMs: 6_000, runMs: 12_000 },
   },
   bigRooms: {
     rows: [
@@ -157,6 +164,8 @@ export const SMOKE: Profile = {
     alternative: { clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
   },
   memory: { users: 1_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 1_000 },
+  counts: { connections: 2_000, roomSize: 10, runs: 1 },
+  roster: { roomSizes: [20, 200, 1_000, 2_500], reads: 3, compareMembers: 200, samples: 50 },
   gateway: {
     idle: { sockets: 300, opening: 50 },
     sockets: 200,
@@ -164,6 +173,7 @@ export const SMOKE: Profile = {
     opening: 50,
     fanout: { samples: 30, rooms: 5, warmup: 5 },
     heartbeat: { sockets: 20, roomsPerSocket: 3, inFlight: 2, runMs: 500, repeats: 1 },
+    calls: { sockets: 160, rooms: 8, presenceWindowMs: 6_000, runMs: 4_000 },
   },
   bigRooms: {
     rows: [

@@ -1,4 +1,6 @@
 import { CEILING_SCRIPTS, summarizeCeiling, type CeilingScript } from "./ceiling.js";
+import type { CountsResults } from "./counts.js";
+import { rosterSection, type RosterResults } from "./roster.js";
 import type { LogResults } from "./eventLog.js";
 import type { FanoutResult } from "./fanout.js";
 import { gatewaySection, graceSection, logSection } from "./features.js";
@@ -17,6 +19,7 @@ import type { LiveResult } from "./live.js";
 import type { MemoryResults } from "./memory.js";
 import { liveSection, memorySection, sweepSection } from "./resources.js";
 import type { Load } from "./stats.js";
+import { scaleSection } from "./scale.js";
 import type { SweepResults } from "./sweep.js";
 import { best, ceilingOf, type Target } from "./targets.js";
 
@@ -40,6 +43,8 @@ export interface Results {
   sweep: SweepResults;
   live: LiveResult[];
   memory: MemoryResults;
+  counts: CountsResults;
+  roster: RosterResults;
   log: LogResults;
   grace: GraceResults;
   targets: Target[];
@@ -184,9 +189,8 @@ function heartbeatSection(r: Results): string {
     "",
     "INFO commandstats also counts each command a script runs, so rollcall's *sent* figure counts " +
       "EVAL and EVALSHA calls only (each connection's first call, not counted here, loads the " +
-      "script) and the commands its script ran show under *run by Redis*: TIME, the GET of the " +
-      "call's replay key (a resent call gets the first run's reply), HGET and HSET of the " +
-      "user's record. The baseline sends everything it runs; its MULTI/EXEC variant sends five " +
+      "script) and the commands its script ran show under *run by Redis*: TIME, one HMGET of the " +
+      "room's meta and the user's record, one HSET of the patched record. The baseline sends everything it runs; its MULTI/EXEC variant sends five " +
       "commands in one round trip. *script µs* is the time Redis spent in EVALSHA per " +
       "heartbeat, *of which commands µs* the part spent in the commands the script called; the " +
       "rest is Lua.",
@@ -322,6 +326,10 @@ export function markdown(r: Results): string {
     logSection(r),
     "",
     graceSection(r),
+    "",
+    scaleSection(r),
+    "",
+    rosterSection(r),
     "",
   ].join("\n");
 }

@@ -15,8 +15,9 @@ export function sweepSection(r: Results): string {
     `Each pass, ${number(s.runs[0]?.expirations ?? 0)} connections (full rooms of the size ` +
       "shown) go silent under a 1 s presence window, among idle live rooms that have nothing " +
       "due (a deadline an hour ahead); one `Sweeper.sweepOnce()` at its default batch then " +
-      "settles them all: per bucket, `dueRooms` lists the rooms due, then `sweepRoom` settles " +
-      "each, a batch of members per call (rooms bigger than the batch take several calls). " +
+      "settles them all: per bucket, one `sweep` script call settles the rooms due, the longest " +
+      "overdue first, at most a batch of members and 64 rooms per call, and calls again while " +
+      "more is due. " +
       "Every scenario lives side " +
       "by side in the same Redis (rollcall's as deployments with their own key prefix, the " +
       "baseline's under their own conversation names) and each pass sweeps them one after the " +
@@ -24,7 +25,7 @@ export function sweepSection(r: Results): string {
       "median pass by Redis CPU is shown, with the worst script call of all passes. *Redis CPU* " +
       "is redis-server's used_cpu_user + used_cpu_sys over the pass (INFO cpu), *script* the " +
       "time in EVALSHA (INFO commandstats), both per expiration. Script call times are Redis's " +
-      "own (INFO latencystats), dueRooms and sweepRoom together: SLOWLOG at 0 µs would also log " +
+      "own (INFO latencystats), every sweep call: SLOWLOG at 0 µs would also log " +
       "every command the script runs.",
     "",
     table(
@@ -230,6 +231,22 @@ export function memorySection(r: Results): string {
       ).map((cells, i) => [...cells, number(rows[i]!.naive.perUser.memoryUsage)]),
     ),
     "",
+    "### Right after a storm of joins",
+    "",
+    "Everyone joins at once with the default options (connection `c1`, no state) and every key " +
+      "is weighed at once, the replies the joins kept for resends included.",
+    "",
+    table(
+      ["room size", "connections", "MEMORY USAGE per connection", "baseline", "× baseline"],
+      rows.map((row) => [
+        number(row.roomSize),
+        number(row.users),
+        number(row.storm.perConnection.memoryUsage),
+        number(row.naive.perUser.memoryUsage),
+        ratio(row.storm.ratio),
+      ]),
+    ),
+    "",
     "### MEMORY USAGE per user (× the baseline's)",
     "",
     table(
@@ -271,11 +288,12 @@ export function memorySection(r: Results): string {
     "### Kept replies (transient)",
     "",
     `A call that changed something keeps its reply for the replay window ` +
-      `(${number(replay.replayWindowMs / 1000)} s by default), so that a resend gets it again. ` +
-      `Over ${number(replay.joins)} joins: ${number(replay.keys)} replies kept, MEMORY USAGE ` +
-      `${number(replay.memoryUsage)} B each, used_memory ${number(kept)} B each (the key, its ` +
-      `value and its expiry entry), e.g. \`${replay.sample}\`. A deployment holds about ` +
-      "bytes × transitions/s × replay window of them: at 1,000 joins, leaves, typing and state " +
-      `changes a second, ${number((kept * 1_000 * replay.replayWindowMs) / 1000 / 1e6, 1)} MB.`,
+      `(${number(replay.replayWindowMs / 1000)} s by default), so that a resend gets it again: ` +
+      `${number(replay.entryBytes)} bytes appended to one string per bucket and generation of an ` +
+      `instance's calls. Over ${number(replay.joins)} joins: ${number(replay.keys)} strings, ` +
+      `MEMORY USAGE ${number(replay.memoryUsage, 1)} B per reply, used_memory ` +
+      `${number(kept, 1)} B per reply. A deployment holds about bytes × transitions/s × replay ` +
+      "window of them: at 1,000 joins, leaves, typing and state changes a second, " +
+      `${number((kept * 1_000 * replay.replayWindowMs) / 1000 / 1e6, 1)} MB.`,
   ].join("\n");
 }

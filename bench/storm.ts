@@ -13,7 +13,7 @@ import { eventually } from "../test/kit/wait.js";
 import { GatewayChild, token, type GatewaySetup } from "./gateway.js";
 
 /**
- * A reconnect storm, end to end (issue 18): two gateway processes on one Redis, each holding half
+ * A reconnect storm, end to end: two gateway processes on one Redis, each holding half
  * of the sockets of every room (each socket a user of its own, a browser client with its replica);
  * one is SIGKILLed, and its clients reconnect to the other with the client's own backoff and
  * jitter (a load balancer that sends every new socket to a live gateway). The CI's fault test runs

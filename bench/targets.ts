@@ -2,6 +2,7 @@ import { summarizeCeiling } from "./ceiling.js";
 import { number, ratio } from "./format.js";
 import type { HeartbeatResults, ThroughputRun, Variant } from "./heartbeat.js";
 import type { Results } from "./report.js";
+import { median } from "./stats.js";
 import type { SweepResults } from "./sweep.js";
 
 export interface Target {
@@ -11,7 +12,10 @@ export interface Target {
 }
 
 /** The best run of a variant over every configuration: its saturated throughput. */
-export function best(runs: readonly ThroughputRun[], variant: Variant): ThroughputRun {
+export function best(
+  runs: readonly ThroughputRun[],
+  variant: ThroughputRun["variant"],
+): ThroughputRun {
   return runs
     .filter((r) => r.variant === variant)
     .reduce((a, b) => (b.opsPerSec > a.opsPerSec ? b : a));
@@ -29,7 +33,7 @@ export function idleRoomsPair(s: SweepResults) {
   return { few: pair[0]!, many: pair.at(-1)! };
 }
 
-/** Issue 8's targets and the ones before it, reported against, never asserted. */
+/** The targets the engine was built to, reported against, never asserted. */
 export function targets(r: Omit<Results, "targets">): Target[] {
   return [
     ...memoryTargets(r),
@@ -38,6 +42,8 @@ export function targets(r: Omit<Results, "targets">): Target[] {
     ...sweepTargets(r),
     ...liveTargets(r),
     ...graceTargets(r),
+    ...scaleTargets(r),
+    ...rosterTargets(r),
   ];
 }
 
@@ -46,7 +52,16 @@ function memoryTargets(r: Omit<Results, "targets">): Target[] {
     { variant: "a", limit: 2, what: "one short-id connection per user, no state" },
     { variant: "b", limit: 3, what: 'one UUID connection per user, state {"status":"online"}' },
   ] as const;
-  return limits.flatMap(({ variant, limit, what }) =>
+  const storms = r.memory.rows.map((row) => ({
+    target:
+      `memory right after a storm of joins (default options, replies kept), rooms of ` +
+      `${number(row.roomSize)}: ≤ 2.5× the baseline's bytes per connection`,
+    measured:
+      `${ratio(row.storm.ratio)} (${number(row.storm.perConnection.memoryUsage)} B vs ` +
+      `${number(row.naive.perUser.memoryUsage)} B)`,
+    met: row.storm.ratio <= 2.5,
+  }));
+  const steady = limits.flatMap(({ variant, limit, what }) =>
     r.memory.rows.map((row) => {
       const cell = row.cells.find((c) => c.variant === variant)!;
       return {
@@ -60,6 +75,7 @@ function memoryTargets(r: Omit<Results, "targets">): Target[] {
       };
     }),
   );
+  return [...steady, ...storms];
 }
 
 function cpuTargets(r: Omit<Results, "targets">): Target[] {
@@ -122,7 +138,7 @@ function sweepTargets(r: Omit<Results, "targets">): Target[] {
       met: flatness <= 1.3,
     },
     {
-      target: "sweep: worst script call (dueRooms or sweepRoom) at the default batch ≤ 1 ms",
+      target: "sweep: worst script call at the default batch ≤ 1 ms",
       // Redis measures wall time: a call preempted by another process on the host counts long.
       measured:
         `${number(worst.worstCallUs)} µs, rooms of ${number(worst.roomSize)} (p99 of its ` +
@@ -145,7 +161,7 @@ function liveTargets(r: Omit<Results, "targets">): Target[] {
   }));
 }
 
-/** Issue 11: no leave/join pair for a reload within the grace; a full room refuses a join whole. */
+/** No leave/join pair for a reload within the grace; a full room refuses a join whole. */
 function graceTargets(r: Omit<Results, "targets">): Target[] {
   const g = r.grace;
   const [plain, graced] = g.reload.variants;
@@ -159,11 +175,90 @@ function graceTargets(r: Omit<Results, "targets">): Target[] {
       met: graced!.events === 0,
     },
     {
-      target: "a join into a full room writes and publishes nothing",
+      target: "a join into a full room writes and publishes nothing (but its kept reply)",
       measured:
         `${number(refused.writes, 2)} writing commands, ${number(refused.events, 2)} events per ` +
-        `refusal (${number(refused.calls)} refusals)`,
+        `refusal (${number(refused.calls)} refusals; ${number(refused.keptReplies, 2)} kept replies)`,
       met: refused.writes === 0 && refused.events === 0,
+    },
+  ];
+}
+
+/**
+ * Frames/s one gateway process sustained before heartbeats were batched (one script call per
+ * socket and room): the last full run of that code, 2026-11-30, on this kind of machine (2 cores).
+ * Recorded, not measured in this run: the per-call gateway is gone.
+ */
+export const FRAMES_BEFORE_BATCHING = 19_023;
+
+function scaleTargets(r: Omit<Results, "targets">): Target[] {
+  const h = r.heartbeat;
+  const batched = best(h.throughput, "batched").opsPerSec;
+  const naive = best(h.throughput, "naive").opsPerSec;
+  const frames = Math.max(...r.gateway.heartbeats.runs.map((run) => run.framesPerSec));
+  const statsMs = median(r.counts.statsMs, (ms) => ms);
+  return [
+    ...summarizeCeiling(h.ceiling).map((s) => ({
+      target:
+        `batched steady heartbeat, Redis CPU per heartbeat ≤ 0.35× the baseline's work ` +
+        `scripted, rooms of ${number(s.roomSize)}`,
+      measured:
+        `${ratio(s.batched.cpuRatio)} (${number(s.batched.redisCpuUs, 2)} µs vs ` +
+        `${number(s.batched.naiveRedisCpuUs, 2)} µs)`,
+      met: s.batched.cpuRatio <= 0.35,
+    })),
+    {
+      target: "batched throughput ≥ 3× the baseline's",
+      measured: `${ratio(batched / naive)} (${number(batched)} vs ${number(naive)} /s)`,
+      met: batched >= 3 * naive,
+    },
+    {
+      target: "gateway heartbeat frames/s per process ≥ 3× before batching (recorded figure)",
+      measured:
+        `${ratio(frames / FRAMES_BEFORE_BATCHING)} (${number(frames)} vs ` +
+        `${number(FRAMES_BEFORE_BATCHING)} frames/s)`,
+      met: frames >= 3 * FRAMES_BEFORE_BATCHING,
+    },
+    {
+      target:
+        `a gateway's script calls per (socket, room) heartbeat ≤ 0.1 (${number(r.gateway.calls.sockets)} ` +
+        `sockets in ${number(r.gateway.calls.rooms)} rooms, its own Sweeper included)`,
+      measured: `${number(r.gateway.calls.callsPerHeartbeat, 3)} (${number(r.gateway.calls.calls)} calls, ${number(r.gateway.calls.heartbeats)} heartbeats)`,
+      met:
+        r.gateway.calls.callsPerHeartbeat <= 0.1 &&
+        r.gateway.calls.present === r.gateway.calls.sockets,
+    },
+    {
+      target: `rollcall stats over ${number(r.counts.connections)} connections ≤ 1 s, exact`,
+      measured: `${number(statsMs)} ms, ${r.counts.exact ? "exact" : "NOT exact"}`,
+      met: statsMs <= 1_000 && r.counts.exact,
+    },
+  ];
+}
+
+function rosterTargets(r: Omit<Results, "targets">): Target[] {
+  const { rows, compare } = r.roster;
+  const worst = rows.reduce((a, b) => (b.worstCallUs > a.worstCallUs ? b : a));
+  const rosterRatio = compare.roster.p50 / compare.zrange.p50;
+  return [
+    ...rows.map((row) => ({
+      target: `roster, Redis time per listed member ≤ 0.3 µs, a room of ${number(row.roomSize)}`,
+      measured:
+        `${number(row.redisUsPerMember, 3)} µs (client ${number(row.clientUsPerMember, 2)} µs ` +
+        `per member)`,
+      met: row.redisUsPerMember <= 0.3,
+    })),
+    {
+      target: "roster, no single script call above 1 ms (pages)",
+      measured: `worst ${number(worst.worstCallUs)} µs, a room of ${number(worst.roomSize)}`,
+      met: worst.worstCallUs <= 1_000,
+    },
+    {
+      target: `roster() of ${number(compare.members)} members ≤ 2× the p50 of a ZRANGE of as many`,
+      measured:
+        `${ratio(rosterRatio)} (${number(compare.roster.p50)} µs vs ` +
+        `${number(compare.zrange.p50)} µs)`,
+      met: rosterRatio <= 2,
     },
   ];
 }

@@ -23,6 +23,7 @@
 -- @include "record"
 local OUTCOME = outcomes('refreshed', 'joined', 'full')
 local FIELDS = 3
+local COLON = 58
 -- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
 -- and so does a heartbeat whose connection's previous one lies in an earlier quarter of the TTL;
 -- a connection beating at least once a presence window (at most a third of the TTL) thus refreshes
@@ -44,7 +45,8 @@ while at <= #ARGV do
     local a = first + k * FIELDS
     local user, conn, options = ARGV[a], ARGV[a + 1], ARGV[a + 2]
     local raw = patched[user] or raws[k + 1]
-    local beat = options == '' and raw and steadyBeat(raw, conn, quarter)
+    -- A capacity without a state ('<capacity>:') changes nothing for a present user.
+    local beat = (options == '' or sbyte(options, -1) == COLON) and raw and steadyBeat(raw, conn, quarter)
     if beat then
       if not patched[user] then
         changed[#changed + 1] = user

@@ -7,8 +7,9 @@ import type { Rollcall } from "../engine/rollcall.js";
 import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
 import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
+import { heartbeatInterval } from "../runtime/heartbeats.js";
 import { Subscriber } from "../runtime/subscriber.js";
-import { Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
+import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import {
   AuthError,
   bearerToken,
@@ -172,13 +173,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       invalidOption(`path must start with /, got ${describe(this.path)}`);
     }
     this.limits = checkLimits(o.limits);
-    const window = rollcall.settings.presenceWindowMs;
-    this.heartbeatMs = integer(
-      "heartbeatMs",
-      o.heartbeatMs ?? Math.floor(window / 3),
-      100,
-      window - 1,
-    );
+    this.heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const pingMs = integer("pingMs", o.pingMs ?? 15_000, 100, 3_600_000);
     this.authTimeoutMs = integer("authTimeoutMs", o.authTimeoutMs ?? 5_000, 10, 600_000);
     this.admission = new Admission(
@@ -224,14 +219,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         this.kept(await this.reauthenticate(token, current)),
       report: (error) => this.report(error),
     };
-    if (o.sweeper !== false) {
-      this.sweeper = new Sweeper(
-        rollcall,
-        o.sweeper === true || o.sweeper === undefined ? {} : o.sweeper,
-      );
-      this.sweeper.on("failed", (error) => this.report(error));
-      this.sweeper.start();
-    }
+    this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
     this.wss = new WebSocketServer({
       noServer: true,
       clientTracking: false,

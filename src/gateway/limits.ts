@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { integer, knownKeys } from "../protocol/options.js";
+import { RateLimit } from "../runtime/rateLimit.js";
 
 export interface Limits {
   /** Largest frame accepted; a bigger one closes the socket with 1009. Default 4 KiB. */
@@ -60,28 +61,6 @@ export function checkLimits(limits: Partial<Limits> | undefined): Limits {
     maxSocketsPerUser: integer("maxSocketsPerUser", l.maxSocketsPerUser, 1, 10_000_000),
     maxSocketsPerAddress: integer("maxSocketsPerAddress", l.maxSocketsPerAddress, 0, 10_000_000),
   };
-}
-
-/** A token bucket: `burst` at once, refilled at `perSecond`. */
-export class RateLimit {
-  private tokens: number;
-  private at = performance.now();
-
-  constructor(
-    private readonly burst: number,
-    private readonly perSecond: number,
-  ) {
-    this.tokens = burst;
-  }
-
-  take(): boolean {
-    const now = performance.now();
-    this.tokens = Math.min(this.burst, this.tokens + ((now - this.at) / 1000) * this.perSecond);
-    this.at = now;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
-  }
 }
 
 /** Sockets counted by a key (a user, an address), each key up to a cap. */

@@ -11,7 +11,7 @@ import type { Subscriber, Subscription } from "../runtime/subscriber.js";
 import { roomAllowed, type Identity } from "./auth.js";
 import { CountWatch } from "./counts.js";
 import { RoomFeed, type Coalescing, type Sink } from "./feed.js";
-import { HeartbeatBatch, HeartbeatWheel } from "./heartbeats.js";
+import { HeartbeatBatch, HeartbeatWheel } from "../runtime/heartbeats.js";
 import type { Beat, Session } from "./session.js";
 import { SharedSnapshot, snapshotFrame } from "./snapshots.js";
 

@@ -3,6 +3,7 @@ import type { WebSocket } from "ws";
 import { RollcallError } from "../protocol/errors.js";
 import {
   FrameError,
+  frameErrorCode,
   parseClientFrame,
   SUBPROTOCOL_V2,
   type ClientFrame,
@@ -12,7 +13,8 @@ import {
 import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
 import type { Identity } from "./auth.js";
 import type { Expiries } from "./expiries.js";
-import type { Limits, RateLimit } from "./limits.js";
+import type { RateLimit } from "../runtime/rateLimit.js";
+import type { Limits } from "./limits.js";
 import type { Rooms } from "./rooms.js";
 
 /** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
@@ -256,7 +258,7 @@ export class Session {
   private refuse(error: unknown, ref?: string): void {
     if (error instanceof FrameError) return this.fail(error.code, error.message, error.ref ?? ref);
     if (error instanceof RollcallError) {
-      const code = codeOf(error);
+      const code = frameErrorCode(error);
       if (code === "INTERNAL" || code === "UNAVAILABLE") this.host.report(error);
       return this.fail(code, error.message, ref);
     }
@@ -269,18 +271,5 @@ export class Session {
     this.send(
       ref === undefined ? { type: "error", code, message } : { type: "error", code, message, ref },
     );
-  }
-}
-
-function codeOf(error: RollcallError): FrameErrorCode {
-  switch (error.code) {
-    case "INVALID_ID":
-    case "INVALID_STATE":
-    case "INVALID_OPTION":
-      return error.code;
-    case "REDIS_UNAVAILABLE":
-      return "UNAVAILABLE";
-    default:
-      return "INTERNAL";
   }
 }

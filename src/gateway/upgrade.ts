@@ -6,7 +6,8 @@ import { checkId } from "../protocol/ids.js";
 import { SUBPROTOCOLS } from "../protocol/frames.js";
 import { describe, invalidOption } from "../protocol/options.js";
 import { AuthError, type Identity } from "./auth.js";
-import { Budgets, Tally, type Limits, type RateLimit } from "./limits.js";
+import type { RateLimit } from "../runtime/rateLimit.js";
+import { Budgets, Tally, type Limits } from "./limits.js";
 
 /** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
 export type Origins = readonly string[] | ((origin: string, request: IncomingMessage) => boolean);

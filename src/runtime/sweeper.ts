@@ -176,3 +176,20 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     }
   }
 }
+
+/**
+ * The sweeper a server part (the gateway, the Socket.IO integration) runs unless told not to:
+ * `option` true or undefined for one with the defaults, its options, or false for none. Its
+ * failures go to `report`.
+ */
+export function ownSweeper(
+  rollcall: Rollcall,
+  option: boolean | SweeperOptions | undefined,
+  report: (error: RollcallError) => void,
+): Sweeper | undefined {
+  if (option === false) return undefined;
+  const sweeper = new Sweeper(rollcall, option === true || option === undefined ? {} : option);
+  sweeper.on("failed", (error) => report(error));
+  sweeper.start();
+  return sweeper;
+}

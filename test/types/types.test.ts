@@ -30,6 +30,14 @@ const CONSUMERS: Consumer[] = [
   { fixture: "client.ts", packages: [], lib: ["ES2022", "DOM"] },
   // The gateway: ws and its types, and no jose (an app with its own authenticate hook).
   { fixture: "gateway.ts", packages: [...NODE, "ws", "@types/ws"], without: ["jose"] },
+  // Socket.IO presence: socket.io and what it brings, no jose, no socket.io-client.
+  {
+    fixture: "socketio.ts",
+    packages: [...NODE, "socket.io"],
+    without: ["jose", "socket.io-client"],
+  },
+  // Its browser helper: nothing extra.
+  { fixture: "socketioClient.ts", packages: [], lib: ["ES2022", "DOM"] },
 ];
 
 /** A package and what it depends on, copied from this checkout's node_modules. */
@@ -90,7 +98,7 @@ describe("the type declarations, for a TypeScript user with skipLibCheck off", f
   before(async function () {
     this.timeout(120_000);
     await buildDist();
-    expectBuilt("index.ts", "client", "gateway", "engine", "protocol", "runtime");
+    expectBuilt("index.ts", "client", "gateway", "socketio", "engine", "protocol", "runtime");
   });
 
   for (const { fixture, ...consumer } of CONSUMERS) {

@@ -4,8 +4,8 @@ import { CountWatch } from "../../src/gateway/counts.js";
 import { Batch, RoomFeed, type Coalescing } from "../../src/gateway/feed.js";
 import { SharedSnapshot } from "../../src/gateway/snapshots.js";
 import type { Roster } from "../../src/engine/scripts/roster.js";
-import { HeartbeatWheel } from "../../src/gateway/heartbeats.js";
-import { RateLimit } from "../../src/gateway/limits.js";
+import { HeartbeatWheel } from "../../src/runtime/heartbeats.js";
+import { RateLimit } from "../../src/runtime/rateLimit.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
 
 function event(

@@ -1,10 +1,12 @@
 import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
 import type { HeartbeatResult } from "../engine/scripts/heartbeat.js";
+import { integer } from "../protocol/options.js";
 
 /**
  * Sends a set of entries once per interval from a single timer, slot by slot: the caller puts
- * each entry in a slot (the gateway: its room's bucket), and a slot's entries go out together,
- * so 10,000 sockets are neither 10,000 timers nor 10,000 calls landing in the same millisecond.
+ * each entry in a slot (the gateway and the Socket.IO integration: its room's bucket), and a
+ * slot's entries go out together, so 10,000 sockets are neither 10,000 timers nor 10,000 calls
+ * landing in the same millisecond.
  */
 export class HeartbeatWheel<T> {
   private readonly slots: Set<T>[];
@@ -94,4 +96,10 @@ export class HeartbeatBatch {
       for (const b of batch) b.settle(failure);
     }
   }
+}
+
+/** A server's heartbeat interval option, checked: by default a third of the presence window. */
+export function heartbeatInterval(rollcall: Rollcall, ms: number | undefined): number {
+  const window = rollcall.settings.presenceWindowMs;
+  return integer("heartbeatMs", ms ?? Math.floor(window / 3), 100, window - 1);
 }

@@ -1,0 +1,169 @@
+import { Rollcall } from "../src/index.js";
+import { HEARTBEAT_BATCH } from "../src/engine/rollcall.js";
+import { NaiveTracker } from "../test/kit/naive.js";
+import { forEachInFlight } from "./drive.js";
+import { number, percentileCells, PERCENTILES, ratio, table } from "./format.js";
+import type { Lab } from "./lab.js";
+import { members, STEADY } from "./population.js";
+import type { Profile } from "./profile.js";
+import type { Progress } from "./progress.js";
+import type { Results } from "./report.js";
+import { histogram, micros, percentiles, serverLatency, type Percentiles } from "./stats.js";
+
+export interface RosterRow {
+  roomSize: number;
+  /** Pages one full read takes (rosterLimit members each). */
+  pages: number;
+  calls: number;
+  /** Redis's time in the roster script per listed member, µs (INFO commandstats). */
+  redisUsPerMember: number;
+  /** The longest single script call and the median, µs (INFO latencystats). */
+  worstCallUs: number;
+  p50CallUs: number;
+  /** This process's CPU per listed member, decoding included, µs. */
+  clientUsPerMember: number;
+  /** A full read (every page), call to reply, µs. */
+  us: Percentiles;
+}
+
+export interface RosterResults {
+  rows: RosterRow[];
+  /** Round trips side by side, one sequential client each: roster() of a room of `members`, and
+   * ZRANGE … WITHSCORES of the baseline's sorted set of as many members. */
+  compare: { members: number; roster: Percentiles; zrange: Percentiles };
+}
+
+export function rosterSteps(p: Profile): number {
+  return p.roster.roomSizes.length + 2;
+}
+
+/** What reading a roster costs Redis and the client, by room size, and beside a ZRANGE. */
+export async function benchRoster(
+  lab: Lab,
+  profile: Profile,
+  progress: Progress,
+): Promise<RosterResults> {
+  const { roomSizes, reads, compareMembers, samples } = profile.roster;
+  await lab.flush();
+  const client = lab.connect();
+  const rollcall = new Rollcall(client, STEADY);
+  const rows: RosterRow[] = [];
+  for (const roomSize of roomSizes) {
+    rows.push(
+      await progress.step(`roster: a room of ${number(roomSize)}`, async () => {
+        const room = await fill(rollcall, `roster-${roomSize}`, roomSize);
+        await lab.dropReplies();
+        await rollcall.rosterPages(room); // the script loaded on this connection: EVALSHA after
+        const h = histogram();
+        const cpu = process.cpuUsage();
+        const [pages, latency] = await serverLatency(lab.admin, "evalsha", async () => {
+          let pages = 0;
+          for (let i = 0; i < reads; i++) {
+            const started = performance.now();
+            const read = await rollcall.rosterPages(room);
+            h.recordValue(micros(started));
+            const listed = read.reduce((sum, page) => sum + page.members.length, 0);
+            if (listed !== roomSize) throw new Error(`a roster of ${roomSize} listed ${listed}`);
+            pages = read.length;
+          }
+          return pages;
+        });
+        const used = process.cpuUsage(cpu);
+        const listed = reads * roomSize;
+        return {
+          roomSize,
+          pages,
+          calls: latency.calls,
+          redisUsPerMember: latency.usec / listed,
+          worstCallUs: latency.max,
+          p50CallUs: latency.p50,
+          clientUsPerMember: (used.user + used.system) / listed,
+          us: percentiles(h),
+        };
+      }),
+    );
+  }
+  const compare = await progress.step(
+    `roster: ${compareMembers} members, roster() beside ZRANGE`,
+    async () => {
+      const room = await fill(rollcall, "compare", compareMembers);
+      const tracker = new NaiveTracker(client, STEADY.presenceWindowMs! / 1000);
+      const population = members(1, compareMembers, "compare");
+      await forEachInFlight(population, 64, (m) => tracker.updatePresence(m.room, m.user));
+      const key = tracker.presenceKey(room);
+      const timed = {
+        roster: { h: histogram(), read: () => rollcall.roster(room) },
+        zrange: { h: histogram(), read: () => client.call("ZRANGE", key, "0", "-1", "WITHSCORES") },
+      };
+      // Alternated call by call, so that drift on the host hits both alike.
+      for (let i = 0; i < samples; i++) {
+        for (const t of Object.values(timed)) {
+          const started = performance.now();
+          await t.read();
+          t.h.recordValue(micros(started));
+        }
+      }
+      return {
+        members: compareMembers,
+        roster: percentiles(timed.roster.h),
+        zrange: percentiles(timed.zrange.h),
+      };
+    },
+  );
+  lab.release(client);
+  await progress.step("roster: flush", () => lab.flush());
+  return { rows, compare };
+}
+
+/**
+ * `size` members in one room (named after `name`), one connection each, in batches as a gateway
+ * sends them. Returns the room.
+ */
+async function fill(rollcall: Rollcall, name: string, size: number): Promise<string> {
+  const population = members(1, size, name);
+  const batches = Array.from({ length: Math.ceil(size / HEARTBEAT_BATCH) }, (_, i) =>
+    population.slice(i * HEARTBEAT_BATCH, (i + 1) * HEARTBEAT_BATCH),
+  );
+  await forEachInFlight(batches, 4, (batch) => rollcall.heartbeatMany(batch));
+  return population[0]!.room;
+}
+
+export function rosterSection(r: Results): string {
+  const { rows, compare } = r.roster;
+  return [
+    "## Roster reads",
+    "",
+    "One room of each size, every member present; each read takes every page (`rosterPages`, " +
+      "`rosterLimit` 1,000 members a page), one sequential client. The script returns the " +
+      "records as stored and the client decodes them. *Redis µs per member*: the roster " +
+      "script's time (INFO commandstats) over every member listed; *worst call*: the longest " +
+      "single script call (INFO latencystats); *client*: this process's CPU per member listed, " +
+      "the call, the reply's parsing and the decoding.",
+    "",
+    table(
+      [
+        "room size",
+        "pages",
+        "Redis µs / member",
+        "script call p50 µs",
+        "worst call µs",
+        "client µs / member",
+        ...PERCENTILES.map((p) => `read ${p} µs`),
+      ],
+      rows.map((row) => [
+        number(row.roomSize),
+        number(row.pages),
+        number(row.redisUsPerMember, 3),
+        number(row.p50CallUs),
+        number(row.worstCallUs),
+        number(row.clientUsPerMember, 2),
+        ...percentileCells(row.us),
+      ]),
+    ),
+    "",
+    `Beside it, alternated call by call: \`roster()\` of ${number(compare.members)} members ` +
+      `p50 ${number(compare.roster.p50)} µs, a \`ZRANGE … WITHSCORES\` of the baseline's sorted ` +
+      `set of as many p50 ${number(compare.zrange.p50)} µs ` +
+      `(${ratio(compare.roster.p50 / compare.zrange.p50)}).`,
+  ].join("\n");
+}
