@@ -128,11 +128,7 @@ async function churnRow(
         );
       });
       // What the set-up sent is all read before the run starts.
-      for (let last = -1, now = 0; now !== last;) {
-        last = now;
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        now = watchers.reduce((a, w) => a + w.bytes, 0);
-      }
+      await settled(watchers);
     });
     function onEvent(event: PresenceEvent, at: number): void {
       const called = calledAt.get(`${event.type} ${event.user}`);
@@ -171,9 +167,9 @@ async function churnRow(
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
       await Promise.all(calls);
-      // What is on its way arrives: the coalescing interval and the sockets' queues.
-      await new Promise((resolve) => setTimeout(resolve, 500));
       const seconds = (performance.now() - started) / 1000;
+      // What is on its way arrives (the coalescing interval, the sockets' queues), all timed.
+      await settled(watchers);
       measuring = false;
       const stats = await gateway.stats();
       const redisCpu = (await redisCpuSeconds(lab.admin)) - redisBefore;
@@ -205,6 +201,15 @@ async function churnRow(
       await gateway.drained().catch(() => undefined);
       await gateway.stop();
     });
+  }
+}
+
+/** Resolves once the sockets have received nothing for 300 ms. */
+async function settled(watchers: readonly Watcher[]): Promise<void> {
+  for (let last = -1, now = 0; now !== last;) {
+    last = now;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    now = watchers.reduce((a, w) => a + w.bytes, 0);
   }
 }
 
