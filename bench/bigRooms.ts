@@ -7,11 +7,11 @@ import {
   type ServerFrame,
 } from "../src/gateway/index.js";
 import { forEachInFlight } from "./drive.js";
-import { GatewayChild, token } from "./gateway.js";
+import { GatewayChild, token } from "../test/kit/gatewayChild.js";
 import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
 import { histogram, info, percentiles, redisCpuSeconds, type Percentiles } from "./stats.js";
-import { storm, type StormResult } from "./storm.js";
+import { storm, type StormResult } from "../test/kit/storm.js";
 
 /**
  * Large rooms: rooms of 10, 1,000 and 10,000 members, every member a socket of one
@@ -19,7 +19,7 @@ import { storm, type StormResult } from "./storm.js";
  * members change each second (half joins, half leaves, by users that come and go). Measured: the
  * latency from the call to the event's arrival on the sampled sockets (each of them parses every
  * frame; the others only count bytes), the gateway's CPU per delivered event, the bytes each
- * socket receives per second, Redis's CPU per event. Then the reconnect storm (bench/storm.ts) at
+ * socket receives per second, Redis's CPU per event. Then the reconnect storm (test/kit/storm.ts) at
  * full size: two gateways of `storm.socketsPerGateway` sockets, one SIGKILLed.
  */
 

@@ -1,16 +1,16 @@
 import type { Redis } from "ioredis";
 import WebSocket from "ws";
-import { RollcallClient, type Room } from "../src/client/index.js";
-import type { Limits } from "../src/gateway/index.js";
+import { RollcallClient, type Room } from "../../src/client/index.js";
+import type { Limits } from "../../src/gateway/index.js";
 import {
   Rollcall,
   Subscriber,
   type PresenceEvent,
   type RollcallOptions,
   type Subscription,
-} from "../src/index.js";
-import { eventually } from "../test/kit/wait.js";
-import { GatewayChild, token, type GatewaySetup } from "./gateway.js";
+} from "../../src/index.js";
+import { eventually } from "./wait.js";
+import { GatewayChild, token, type GatewaySetup } from "./gatewayChild.js";
 
 /**
  * A reconnect storm, end to end: two gateway processes on one Redis, each holding half
