@@ -32,6 +32,7 @@ bench: $(INSTALLED)
 
 bench-smoke: $(INSTALLED)
 	$(BIN)/tsx bench/main.ts --smoke
+	$(BIN)/tsx bench/main.ts --only socket.io --smoke
 
 # Writer and sweeper processes under random faults (kills, CLIENT KILL and PAUSE, SCRIPT FLUSH,
 # SIGSTOP and restarts of Redis), then the invariant checker; a few minutes, table in

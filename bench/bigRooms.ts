@@ -7,19 +7,19 @@ import {
   type ServerFrame,
 } from "../src/gateway/index.js";
 import { forEachInFlight } from "./drive.js";
-import { GatewayChild, token } from "./gateway.js";
+import { GatewayChild, token } from "../test/kit/gatewayChild.js";
 import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
 import { histogram, info, percentiles, redisCpuSeconds, type Percentiles } from "./stats.js";
-import { storm, type StormResult } from "./storm.js";
+import { storm, type StormResult } from "../test/kit/storm.js";
 
 /**
- * Large rooms (issue 18): rooms of 10, 1,000 and 10,000 members, every member a socket of one
+ * Large rooms: rooms of 10, 1,000 and 10,000 members, every member a socket of one
  * gateway process (protocol version 2: a large room's events come coalesced), while 1 % of the
  * members change each second (half joins, half leaves, by users that come and go). Measured: the
  * latency from the call to the event's arrival on the sampled sockets (each of them parses every
  * frame; the others only count bytes), the gateway's CPU per delivered event, the bytes each
- * socket receives per second, Redis's CPU per event. Then the reconnect storm (bench/storm.ts) at
+ * socket receives per second, Redis's CPU per event. Then the reconnect storm (test/kit/storm.ts) at
  * full size: two gateways of `storm.socketsPerGateway` sockets, one SIGKILLed.
  */
 
@@ -128,11 +128,7 @@ async function churnRow(
         );
       });
       // What the set-up sent is all read before the run starts.
-      for (let last = -1, now = 0; now !== last;) {
-        last = now;
-        await new Promise((resolve) => setTimeout(resolve, 300));
-        now = watchers.reduce((a, w) => a + w.bytes, 0);
-      }
+      await settled(watchers);
     });
     function onEvent(event: PresenceEvent, at: number): void {
       const called = calledAt.get(`${event.type} ${event.user}`);
@@ -171,9 +167,9 @@ async function churnRow(
         await new Promise((resolve) => setTimeout(resolve, 5));
       }
       await Promise.all(calls);
-      // What is on its way arrives: the coalescing interval and the sockets' queues.
-      await new Promise((resolve) => setTimeout(resolve, 500));
       const seconds = (performance.now() - started) / 1000;
+      // What is on its way arrives (the coalescing interval, the sockets' queues), all timed.
+      await settled(watchers);
       measuring = false;
       const stats = await gateway.stats();
       const redisCpu = (await redisCpuSeconds(lab.admin)) - redisBefore;
@@ -205,6 +201,15 @@ async function churnRow(
       await gateway.drained().catch(() => undefined);
       await gateway.stop();
     });
+  }
+}
+
+/** Resolves once the sockets have received nothing for 300 ms. */
+async function settled(watchers: readonly Watcher[]): Promise<void> {
+  for (let last = -1, now = 0; now !== last;) {
+    last = now;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    now = watchers.reduce((a, w) => a + w.bytes, 0);
   }
 }
 

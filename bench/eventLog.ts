@@ -7,8 +7,7 @@ import type { Progress } from "./progress.js";
 import { commandStats, commandsBetween, median, underLoad } from "./stats.js";
 
 /**
- * The event log (issue 10 point 2: "off by default or on by default: decide from what it costs
- * per event"). Two deployments side by side in one Redis, the same but for `logLength`: present
+ * The event log, to decide from what it costs per event whether it is on by default. Two deployments side by side in one Redis, the same but for `logLength`: present
  * users start and stop typing in a loop (two events per cycle, one per call), the variants in
  * alternating runs. What Redis spends per event with the log and without, and what the log
  * keeps in memory.

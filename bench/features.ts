@@ -51,7 +51,7 @@ function idleSection(idle: IdleResult): string[] {
     `Each socket opens (${idle.opening} handshakes under way at once) and joins no room. The ` +
       "gateway verifies a distinct HS256 token for each (signed beforehand, offered as a " +
       "`rollcall.bearer.` subprotocol entry), checks its caps and keeps a session; the plain " +
-      "server (`bench/gatewayProcess.ts --plain`: a bare `WebSocketServer` set up as the " +
+      "server (`test/kit/gatewayProcess.ts --plain`: a bare `WebSocketServer` set up as the " +
       "gateway's, no compression, no client tracking) accepts and holds. Bytes per socket: the " +
       "process after a full collection with every socket open, less before, ÷ sockets.",
     "",
@@ -82,7 +82,7 @@ export function gatewaySection(r: Pick<Results, "gateway" | "meta"> & Partial<Re
   return [
     "## Gateway",
     "",
-    "Gateway processes of their own (`bench/gatewayProcess.ts`: a `Gateway` with a JWT secret, " +
+    "Gateway processes of their own (`test/kit/gatewayProcess.ts`: a `Gateway` with a JWT secret, " +
       "no Sweeper, pings off, rate limits raised so that frames are never refused, on its own " +
       "ioredis connection with the library's defaults), on the bench's Redis; the bench process " +
       "drives them over raw `ws` sockets (no client replica), each socket authenticated with its " +

@@ -10,8 +10,8 @@ import type { Progress } from "./progress.js";
 import { commandStats, commandsBetween, median, underLoad } from "./stats.js";
 
 /**
- * The leave grace and room capacity on the heartbeat path (issue 11: "Redis CPU per heartbeat
- * with and without, side by side in one run"): (a, b) steady heartbeats under redis-benchmark,
+ * The leave grace and room capacity on the heartbeat path, with and without, side by side in one
+ * run: (a, b) steady heartbeats under redis-benchmark,
  * as the ceiling runs them, in a deployment with a grace and with a capacity argument; (c) the
  * join of a newcomer into a room of 20 with a capacity and without, and refused from a full
  * room; (d) a page reload (leave, then a new connection) within the grace, against the same

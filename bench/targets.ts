@@ -33,7 +33,7 @@ export function idleRoomsPair(s: SweepResults) {
   return { few: pair[0]!, many: pair.at(-1)! };
 }
 
-/** Issue 8's targets and the ones before it, reported against, never asserted. */
+/** The targets the engine was built to, reported against, never asserted. */
 export function targets(r: Omit<Results, "targets">): Target[] {
   return [
     ...memoryTargets(r),
@@ -161,7 +161,7 @@ function liveTargets(r: Omit<Results, "targets">): Target[] {
   }));
 }
 
-/** Issue 11: no leave/join pair for a reload within the grace; a full room refuses a join whole. */
+/** No leave/join pair for a reload within the grace; a full room refuses a join whole. */
 function graceTargets(r: Omit<Results, "targets">): Target[] {
   const g = r.grace;
   const [plain, graced] = g.reload.variants;

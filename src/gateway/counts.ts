@@ -69,9 +69,8 @@ export class CountWatch<S> {
   private set(count: number): void {
     this.current = count;
     if (this.watchers.size === 0 || this.timer !== undefined) return;
-    const wait = this.sentAt + this.intervalMs - performance.now();
-    if (wait <= 0) this.flush();
-    else this.timer = setTimeout(() => this.flush(), wait);
+    const wait = Math.max(0, this.sentAt + this.intervalMs - performance.now());
+    this.timer = setTimeout(() => this.flush(), wait);
   }
 
   private flush(): void {

@@ -154,13 +154,14 @@ export class RoomFeed<S> {
     const events = this.pending;
     if (events.length === 0) return;
     this.pending = [];
-    this.flushedAt = performance.now();
     const all = new Batch(this.room, events);
     for (const [to, delivery] of this.deliveries) {
       const share = this.share(delivery, events);
-      if (share.length > 0)
-        this.sink.events(to, share === events ? all : new Batch(this.room, share));
+      if (share.length === 0) continue;
+      this.sink.events(to, share === events ? all : new Batch(this.room, share));
     }
+    // From the end: a fan-out slower than the interval makes the next batch larger, not sooner.
+    this.flushedAt = performance.now();
   }
 
   /** Stops the flush timer (the room is closed). */
@@ -178,10 +179,10 @@ export class RoomFeed<S> {
     // A room that shrank below the mark sends what it kept back at once, with this event.
     if (this.members < fromMembers) return this.flush();
     if (this.timer !== undefined) return;
-    // The first event after a quiet interval goes at once; those that follow it wait their turn.
-    const wait = this.flushedAt + intervalMs - performance.now();
-    if (wait <= 0) this.flush();
-    else this.timer = setTimeout(() => this.flush(), wait);
+    // The first event after a quiet interval goes at once (with those that came in the same turn
+    // of the event loop); those that follow wait their turn.
+    const wait = Math.max(0, this.flushedAt + intervalMs - performance.now());
+    this.timer = setTimeout(() => this.flush(), wait);
   }
 
   /** What a socket gets of some events (the same array when it gets them all, as they are). */

@@ -137,8 +137,9 @@ export class Rooms {
   async watch(session: Session, room: string, ref: string | undefined): Promise<void> {
     checkId("room", room);
     const { maxRoomsPerSocket } = this.options;
-    if (session.watching.has(room))
+    if (session.watching.has(room)) {
       throw new FrameError("BAD_FRAME", `watching ${room} already`, ref);
+    }
     if (session.watching.size >= maxRoomsPerSocket) {
       throw new FrameError("TOO_MANY_ROOMS", `at most ${maxRoomsPerSocket} watched rooms`, ref);
     }
@@ -275,7 +276,10 @@ export class Rooms {
           if (!entry.feed.recover(events)) continue;
         }
         entry.feed.requestSnapshot();
+        const mark = entry.counts.mark;
         const snapshot = await entry.snapshots.next();
+        // Watchers hear the count it shows, unless an event came meanwhile.
+        entry.counts.read(snapshot.count, mark);
         // A newer resync is wanted (the connection came back meanwhile): this one may miss events.
         if (entry.wanted === null && !entry.closed && entry.feed.install(snapshot)) {
           entry.wanted = "gap";

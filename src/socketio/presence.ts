@@ -204,8 +204,10 @@ export class SocketIoPresence extends EventEmitter<Events> {
       () => nsp.adapter.off("join-room", onJoin),
       () => nsp.adapter.off("leave-room", onLeave),
     );
-    // Sockets connected before presence was attached.
-    for (const socket of nsp.sockets.values()) this.connected(socket);
+    // Sockets connected before presence was attached: once the caller listens for errors.
+    queueMicrotask(() => {
+      for (const socket of nsp.sockets.values()) this.connected(socket);
+    });
   }
 
   /**
@@ -369,10 +371,13 @@ export class SocketIoPresence extends EventEmitter<Events> {
     return this.batch.add({ ...heartbeatOf(beat), ...(first ? { state: first } : {}) });
   }
 
+  /** The state hook's state, checked here: in the turn's batch it would fail its neighbours. */
   private stateOf(member: Member, room: string): MemberState | undefined {
     if (!this.initial) return undefined;
     try {
-      return this.initial(member.socket, room);
+      const state = this.initial(member.socket, room);
+      if (state !== undefined) encodeState(state, this.rollcall.settings.maxStateBytes);
+      return state;
     } catch (error) {
       this.report(error);
       return undefined;

@@ -1,5 +1,5 @@
 import { expect } from "chai";
-import { storm } from "../../bench/storm.js";
+import { storm } from "../kit/storm.js";
 import { client, redisUrl } from "../kit/redis.js";
 import { watchUnhandled } from "../kit/wait.js";
 

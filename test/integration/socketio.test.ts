@@ -1,6 +1,7 @@
 import { expect } from "chai";
 import { SocketPresence } from "../../src/client/socketio.js";
-import { InvalidInputError } from "../../src/index.js";
+import { InvalidInputError, type MemberState } from "../../src/index.js";
+import { io as ioClient } from "socket.io-client";
 import { SocketIoPresence } from "../../src/socketio/index.js";
 import { advanceClock, stopClock } from "../kit/clock.js";
 import { useCluster } from "../kit/cluster.js";
@@ -141,17 +142,24 @@ describe("rollcall/socket.io", () => {
     expect(b.errors).to.deep.equal([]);
   });
 
-  it("publishes nothing when a user reconnects within the leave grace", async () => {
-    const a = await instance();
+  it("publishes nothing when a user reconnects within the leave grace, to either instance", async () => {
+    const [a, b] = [await instance(), await instance()];
     const events = await listen([a.rollcall.channel("room")]);
+    const leaving = () => a.rollcall.roster("room").then((r) => r.members[0]?.leavingAt);
     const first = user(a, "ann");
     await first.join("room");
     await eventually(async () => (await a.rollcall.count("room")).users === 1);
-    first.socket.disconnect(); // a clean disconnect: the leave waits for the grace
-    await eventually(async () => (await a.rollcall.roster("room")).members[0]?.leavingAt != null);
-    const again = user(a, "ann");
-    await again.join("room");
-    await eventually(async () => (await a.rollcall.roster("room")).members[0]?.leavingAt === null);
+    // A clean disconnect: the leave waits for the grace, and a new socket of ann comes.
+    const reconnect = async (from: IoClient, to: IoInstance) => {
+      from.socket.disconnect();
+      await eventually(async () => (await leaving()) != null);
+      const again = user(to, "ann");
+      await again.join("room");
+      await eventually(async () => (await leaving()) === null);
+      return again;
+    };
+    const reloaded = await reconnect(first, a); // a page reload
+    await reconnect(reloaded, b); // through the load balancer, to the other instance
     await advanceClock(a.rollcall.redis, a.rollcall, RECOMMENDED.leaveGraceMs + 1);
     expect((await a.rollcall.sweepRoom("room")).leaves).to.equal(0);
     await caughtUp(events);
@@ -194,6 +202,64 @@ describe("rollcall/socket.io", () => {
     await caughtUp(events);
     expect(summary(events)).to.deep.equal(["join:ann"]);
     await eventually(() => replicas.roster("room")?.count === 1);
+  });
+
+  it("leaves a recoverable socket's rooms once recoveryMs passed without its recovery", async () => {
+    const a = await instance({
+      adapter: false,
+      recovery: true,
+      engine: { ...RECOMMENDED, leaveGraceMs: 0 },
+      presence: { recoveryMs: 2_000 },
+    });
+    const events = await listen([a.rollcall.channel("room")]);
+    const ann = user(a, "ann");
+    await ann.join("room");
+    await eventually(async () => (await a.rollcall.count("room")).connections === 1);
+    ann.socket.io.reconnection(false); // it never comes back
+    ann.socket.io.engine.close();
+    await eventually(() => a.io.of("/").sockets.size === 0); // the server saw it go
+    // Held: the connection stays (heartbeated) for its recovery.
+    expect((await a.rollcall.count("room")).connections).to.equal(1);
+    await eventually(() => summary(events).includes("leave:ann"), 10_000, "the held leave");
+    expect(summary(events)).to.deep.equal(["join:ann", "leave:ann"]);
+    expect(a.errors).to.deep.equal([]);
+  });
+
+  it("takes in sockets connected before it, with the state hook's state, per namespace", async () => {
+    const a = await instance({ adapter: false });
+    const nsp = a.io.of("/late");
+    nsp.on("connection", (socket) => void socket.join("room"));
+    const connect = (auth: object) =>
+      ioClient(`${a.url}/late`, { auth, transports: ["websocket"] });
+    const sockets = [connect({ user: "ann" }), connect({ user: "bob", big: true })];
+    try {
+      await eventually(
+        () => [...nsp.sockets.values()].filter((s) => s.rooms.has("room")).length === 2,
+      );
+      const errors: Error[] = [];
+      const late = new SocketIoPresence(nsp, a.rollcall, {
+        user: (s) => (s.handshake.auth as { user: string }).user,
+        // A state too big is reported, and the member joins without one.
+        state: (socket, room): MemberState =>
+          socket.handshake.auth.big ? { big: "x".repeat(2_000) } : { room },
+        sweeper: false,
+      });
+      late.on("error", (error) => errors.push(error));
+      try {
+        await eventually(async () => (await a.rollcall.count("room")).users === 2);
+        const { members } = await a.rollcall.roster("room");
+        expect(members.map((m) => [m.user, m.state])).to.deep.equal([
+          ["ann", { room: "room" }],
+          ["bob", null],
+        ]);
+        expect(errors.map((e) => (e as InvalidInputError).code)).to.deep.equal(["INVALID_STATE"]);
+      } finally {
+        await late.close();
+      }
+      expect((await a.rollcall.count("room")).connections, "left at close").to.equal(0);
+    } finally {
+      for (const socket of sockets) socket.disconnect();
+    }
   });
 
   it("refuses bad input with typed errors, changing nothing", async () => {
@@ -282,6 +348,7 @@ describe("rollcall/socket.io", () => {
     expect(a.presence.roomsOf(socket)).to.deep.equal([]);
     expect((await a.presence.join(socket, "doc", { state: { s: 1 } })).joined).to.equal(true);
     expect(socket.rooms.has("doc")).to.equal(true);
+    await eventually(() => ann.snapshots.length === 1); // what follows comes as events
     await a.presence.startTyping(socket, "doc");
     await a.presence.setState(socket, "doc", { s: 2 });
     await eventually(() => heard(ann, "doc").includes("update:ann"));

@@ -1,19 +1,19 @@
 import type { Redis } from "ioredis";
 import WebSocket from "ws";
-import { RollcallClient, type Room } from "../src/client/index.js";
-import type { Limits } from "../src/gateway/index.js";
+import { RollcallClient, type Room } from "../../src/client/index.js";
+import type { Limits } from "../../src/gateway/index.js";
 import {
   Rollcall,
   Subscriber,
   type PresenceEvent,
   type RollcallOptions,
   type Subscription,
-} from "../src/index.js";
-import { eventually } from "../test/kit/wait.js";
-import { GatewayChild, token, type GatewaySetup } from "./gateway.js";
+} from "../../src/index.js";
+import { eventually } from "./wait.js";
+import { GatewayChild, token, type GatewaySetup } from "./gatewayChild.js";
 
 /**
- * A reconnect storm, end to end (issue 18): two gateway processes on one Redis, each holding half
+ * A reconnect storm, end to end: two gateway processes on one Redis, each holding half
  * of the sockets of every room (each socket a user of its own, a browser client with its replica);
  * one is SIGKILLed, and its clients reconnect to the other with the client's own backoff and
  * jitter (a load balancer that sends every new socket to a live gateway). The CI's fault test runs

@@ -10,9 +10,9 @@ import type { AddressInfo } from "node:net";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { Redis } from "ioredis";
 import { WebSocketServer } from "ws";
-import { Gateway, SUBPROTOCOL, type GatewayOptions, type Limits } from "../src/gateway/index.js";
-import type { MeterLike } from "../src/engine/metrics.js";
-import { Rollcall, type RollcallOptions } from "../src/index.js";
+import { Gateway, SUBPROTOCOL, type GatewayOptions, type Limits } from "../../src/gateway/index.js";
+import type { MeterLike } from "../../src/engine/metrics.js";
+import { Rollcall, type RollcallOptions } from "../../src/index.js";
 
 export interface GatewayProcessConfig {
   redisUrl: string;
