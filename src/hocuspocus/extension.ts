@@ -57,8 +57,11 @@ interface Member {
   readonly user: string;
   readonly connection: string;
   readonly hocuspocus: Connection;
-  /** The join in flight: a leave waits for it. */
-  joined: Promise<void>;
+  /**
+   * Its last call (the join, then each mirrored state), settled either way: the next waits for
+   * it, so that a leave never reaches Redis before a heartbeat asked for earlier.
+   */
+  last: Promise<void>;
 }
 
 /** A document with connections on this instance. */
@@ -166,21 +169,25 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
       user,
       connection: randomUUID(),
       hocuspocus: connection,
-      joined: Promise.resolve(),
+      last: Promise.resolve(),
     };
     doc.members.set(socketId, member);
-    this.wheel.add(member, this.rollcall.bucketOf(room));
-    // Subscribed first: every event of the room from this join on reaches 'event'.
-    member.joined = doc.subscription
+    // Subscribed first, then joined, then heartbeated: every event of the room from this join on
+    // reaches 'event'. A join that failed is made by the next heartbeat.
+    member.last = doc.subscription
       .then(() => this.batch.add(this.heartbeat(member)))
       .then(
         () => undefined,
-        (error: unknown) => this.report(error), // the next heartbeat joins it
-      );
-    this.track(member.joined);
+        (error: unknown) => this.report(error),
+      )
+      .then(() => {
+        if (doc.members.get(socketId) === member)
+          this.wheel.add(member, this.rollcall.bucketOf(room));
+      });
+    this.track(member.last);
     // Awareness that came with the connection, before this hook.
     if (socketClients(connection.document, connection.webSocket).length > 0) this.changed(member);
-    await member.joined;
+    await member.last;
   }
 
   /** Hocuspocus hook: the connection leaves its document's room. Never rejects. */
@@ -192,7 +199,7 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     this.wheel.remove(member);
     if (doc.members.size === 0) this.shut(doc);
     else this.changed(member); // its clients leave the user's state
-    const left = member.joined.then(() =>
+    const left = member.last.then(() =>
       this.rollcall.leave(doc.room, member.user, member.connection),
     );
     this.track(left);
@@ -291,7 +298,13 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     const states = doc.document.awareness.getStates();
     const awareness = clients.map((id) => states.get(id)).find((s) => s) ?? null;
     const state = mirroredState(clients, awareness, this.rollcall.settings.maxStateBytes);
-    this.track(this.batch.add({ ...this.heartbeat(members[0]!), state }));
+    const member = members[0]!;
+    const write = member.last.then(() => this.batch.add({ ...this.heartbeat(member), state }));
+    member.last = write.then(
+      () => undefined,
+      () => undefined, // reported by track()
+    );
+    this.track(write);
   }
 
   private receive(doc: Doc, event: PresenceEvent): void {
