@@ -116,7 +116,11 @@ export async function spawnInstance(redisUrl: string): Promise<InstanceProcess> 
   };
 }
 
-/** A provider over `ws` for a user (its token) in a document, with its own Y.Doc. */
+/**
+ * A provider over `ws` for a user (its token) in a document, with its own Y.Doc and websocket:
+ * destroying the provider destroys its websocket too (a websocket given to a provider outlives
+ * it, reconnecting for ever, and would keep the test process alive).
+ */
 export function provider(url: string, doc: string, user: string): HocuspocusProvider {
   const websocketProvider = new HocuspocusProviderWebsocket({
     url,
@@ -132,5 +136,10 @@ export function provider(url: string, doc: string, user: string): HocuspocusProv
     document: new Y.Doc(),
   });
   p.attach();
+  const destroy = p.destroy.bind(p);
+  p.destroy = () => {
+    destroy();
+    websocketProvider.destroy();
+  };
   return p;
 }
