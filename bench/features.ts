@@ -340,7 +340,7 @@ export function graceSection(r: Results): string {
       "MONITOR in each variant: a deployment with no grace, one with " +
       `\`leaveGraceMs: ${number(g.leaveGraceMs)}\`, and the first deployment's heartbeat with ` +
       `\`capacity: ${g.capacity}\`. Interleaved, the order turning each repeat; each run is ` +
-      "checked to run exactly TIME, GET, HGET, HSET per call. *÷ plain* is the median of each " +
+      "checked to run exactly TIME, HMGET, HSET per call. *÷ plain* is the median of each " +
       "repeat's ratio.",
     "",
     table(

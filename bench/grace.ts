@@ -1,7 +1,7 @@
 import type { Redis } from "ioredis";
 import { Rollcall, type RollcallOptions } from "../src/index.js";
-import { benchmarkScript, type BenchmarkConfig, type Expected } from "./benchmark.js";
-import { captureHeartbeat, makeSteady } from "./ceiling.js";
+import { benchmarkScript, type BenchmarkConfig } from "./benchmark.js";
+import { captureHeartbeat, makeSteady, STEADY_HEARTBEAT } from "./ceiling.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { grid, members, STEADY, type Member } from "./population.js";
@@ -99,8 +99,6 @@ const ONE_BUCKET: RollcallOptions = {
   keyTtlMs: 30 * 86_400_000,
   buckets: 1,
 };
-/** What a steady heartbeat runs, whatever the variant. */
-const STEADY_COMMANDS: Expected = { time: 1, hmget: 1, hset: 1 };
 
 export async function benchGrace(
   lab: Lab,
@@ -156,7 +154,7 @@ async function steadyHeartbeats(
           config,
           roomSize,
           commands[variant],
-          STEADY_COMMANDS,
+          STEADY_HEARTBEAT,
         );
         runs.push({
           variant,

@@ -88,6 +88,8 @@ type Ack = (reply: { ok: boolean; code?: FrameErrorCode; message?: string; room?
 interface Beat {
   readonly member: Member;
   readonly room: string;
+  /** The join's heartbeat, which its leave must follow into Redis. */
+  joined?: Promise<unknown>;
 }
 
 /** A disconnected socket whose presence is kept for its recovery. */
@@ -359,7 +361,7 @@ export class SocketIoPresence extends EventEmitter<Events> {
       this.refuse(member, error, room);
       return undefined;
     }
-    const beat = member.user === null ? null : { member, room };
+    const beat: Beat | null = member.user === null ? null : { member, room };
     member.rooms.set(room, beat);
     this.feeds.follow(room, member);
     const snapshot = this.feeds.snapshot(room);
@@ -368,7 +370,9 @@ export class SocketIoPresence extends EventEmitter<Events> {
     // In the wheel at once: a join that fails (an outage) is made good by the next round.
     this.wheel.add(beat, this.rollcall.bucketOf(room));
     const first = state ?? this.stateOf(member, room);
-    return this.batch.add({ ...heartbeatOf(beat), ...(first ? { state: first } : {}) });
+    const joined = this.batch.add({ ...heartbeatOf(beat), ...(first ? { state: first } : {}) });
+    beat.joined = joined;
+    return joined;
   }
 
   /** The state hook's state, checked here: in the turn's batch it would fail its neighbours. */
@@ -400,6 +404,8 @@ export class SocketIoPresence extends EventEmitter<Events> {
   /** The engine's leave of a connection: failures are reported (the window expires it). */
   private async leaveRoom(member: Member, room: string, beat: Beat | null): Promise<void> {
     if (!beat || member.user === null) return;
+    // A join still in the turn's batch would otherwise reach Redis after its leave, and stay.
+    await beat.joined?.catch(() => undefined);
     try {
       await this.rollcall.leave(room, member.user, member.connection);
     } catch (error) {

@@ -11,6 +11,17 @@ import { eventually } from "../kit/wait.js";
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
 const MAIN = `${ROOT}dist/cli/main.js`;
 const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+/** The CLI's flags for OPTIONS with IMMEDIATE's leave grace: settings that agree. */
+const AGREEING = [
+  "--presence-window-ms",
+  "1000",
+  "--typing-window-ms",
+  "300",
+  "--key-ttl-ms",
+  "3000",
+  "--leave-grace-ms",
+  "0",
+];
 // Keys that outlive a few runs of the CLI on a slow machine: their TTL is real time.
 const LASTING = { ...OPTIONS, keyTtlMs: 60_000 };
 
@@ -204,17 +215,7 @@ describe("the rollcall CLI", function () {
   describe("check", () => {
     it("exits 0 when the given settings agree with the stored ones", async () => {
       await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }).ready();
-      const { code, stdout } = await cli([
-        "check",
-        "--presence-window-ms",
-        "1000",
-        "--typing-window-ms",
-        "300",
-        "--key-ttl-ms",
-        "3000",
-        "--leave-grace-ms",
-        "0",
-      ]);
+      const { code, stdout } = await cli(["check", ...AGREEING]);
       expect(code).to.equal(0);
       expect(stdout).to.equal("the settings agree with rollcall:deployment\n");
     });
@@ -249,18 +250,7 @@ describe("the rollcall CLI", function () {
       await rc.heartbeat("doc-2", "bob", "c1");
       // What the safety-net expiry does to a room nobody swept: its keys go, unannounced.
       await client().del(rc.layout.room("doc-1").keys[0]);
-      const { code, stdout } = await cli([
-        "check",
-        "--leave-grace-ms",
-        "0",
-        "--presence-window-ms",
-        "1000",
-        "--typing-window-ms",
-        "300",
-        "--key-ttl-ms",
-        "3000",
-        "--reconcile",
-      ]);
+      const { code, stdout } = await cli(["check", ...AGREEING, "--reconcile"]);
       expect(code).to.equal(0);
       expect(stdout.trimEnd().split("\n")).to.deep.equal([
         "the settings agree with rollcall:deployment",

@@ -369,6 +369,24 @@ describe("rollcall/socket.io", () => {
     expect((await a.rollcall.count("lobby")).users).to.equal(0);
   });
 
+  it("sends a leave after the join it follows, when both come in one turn", async () => {
+    const a = await instance({
+      adapter: false,
+      engine: { ...RECOMMENDED, leaveGraceMs: 0 },
+      presence: { rooms: false },
+    });
+    const events = await listen([a.rollcall.channel("doc")]);
+    await user(a, "ann").join("lobby");
+    await eventually(() => a.io.of("/").sockets.size === 1);
+    const socket = [...a.io.of("/").sockets.values()][0]!;
+    // The join waits in the turn's batch; the leave must not overtake it into Redis.
+    const joined = a.presence.join(socket, "doc");
+    await Promise.all([joined, a.presence.leave(socket, "doc")]);
+    expect((await a.rollcall.count("doc")).users).to.equal(0);
+    await caughtUp(events);
+    expect(summary(events)).to.deep.equal(["join:ann", "leave:ann"]);
+  });
+
   it("survives a Redis outage: calls are refused, nothing crashes, presence resumes", async function () {
     this.timeout(30_000);
     const own = await ownRedis();
