@@ -117,6 +117,9 @@ export class RollcallClient extends Emitter<ClientEvents> {
    * Needs a gateway that speaks protocol version 2 (an older one refuses it: UNKNOWN_FRAME).
    */
   watch(room: string): Promise<RoomCount> {
+    if (this.currentStatus === "closed") {
+      return Promise.reject(new GatewayError("CLOSED", "the client was closed"));
+    }
     let watched = this.counts.get(room);
     if (!watched) {
       watched = new RoomCount(this, room);
@@ -135,8 +138,11 @@ export class RollcallClient extends Emitter<ClientEvents> {
     this.ws?.close(1000);
     for (const room of this.rooms.values()) room.end();
     this.rooms.clear();
+    const closed = new GatewayError("CLOSED", "the client was closed");
+    // No reconnect will watch them again: a count still awaited fails now.
+    for (const watched of this.counts.values()) watched.end(closed);
     this.counts.clear();
-    this.settleAll(new GatewayError("CLOSED", "the client was closed"));
+    this.settleAll(closed);
   }
 
   /** Sends a frame; with `expectReply`, resolves on its ack or snapshot, rejects on its error. */

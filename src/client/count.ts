@@ -51,6 +51,12 @@ export class RoomCount extends Emitter<CountEvents> {
     });
   }
 
+  /** The client closed: a first count still awaited never comes. */
+  end(error: GatewayError): void {
+    this.ended = true;
+    this.rejectReady(error);
+  }
+
   refused(error: GatewayError): void {
     this.ended = true;
     this.client.forgetCount(this.room);

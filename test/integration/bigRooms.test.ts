@@ -151,6 +151,15 @@ describe("large rooms on the gateway", () => {
     await eventually(() => counted.count === 1);
   });
 
+  it("fails a count watch awaited when the browser client closes, and one asked for after", async () => {
+    const { url } = await startGateway({ countIntervalMs: 50 });
+    const client = connect(url, "ann");
+    const awaited = client.watch("lobby"); // sent once the socket opens: it never does
+    client.close();
+    await expectClosed(awaited);
+    await expectClosed(client.watch("lobby"));
+  });
+
   it("serves sockets that join a room together from one snapshot read, each with its own join in it", async () => {
     const { meter, sums } = testMeter();
     const { url } = await startGateway({}, { ...SHORT, meter });
@@ -179,3 +188,11 @@ describe("large rooms on the gateway", () => {
     expect(sums.get(`rollcall.gateway.snapshot.reads${JSON.stringify({ pages: 3 })}`)).to.equal(1);
   });
 });
+
+async function expectClosed(watch: Promise<unknown>): Promise<void> {
+  const error = await watch.then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(error).to.include({ code: "CLOSED" });
+}
