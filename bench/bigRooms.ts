@@ -6,6 +6,7 @@ import {
   type Limits,
   type ServerFrame,
 } from "../src/gateway/index.js";
+import { descriptorBudget } from "../src/gateway/limits.js";
 import { forEachInFlight } from "./drive.js";
 import { GatewayChild, token } from "../test/kit/gatewayChild.js";
 import type { Lab } from "./lab.js";
@@ -80,6 +81,14 @@ export async function benchBigRooms(
   profile: BigRoomsProfile,
   progress: Progress,
 ): Promise<BigRoomsResults> {
+  // The storm's clients all live in this process: fail now rather than after the churn rows.
+  const needed = 2 * profile.storm.socketsPerGateway + 1_000;
+  if (descriptorBudget() < needed) {
+    throw new Error(
+      `the storm opens ${needed - 1_000} sockets in this process, over 90 % of its open-files ` +
+        `limit: raise it (ulimit -n ${Math.ceil(needed / 0.9 / 1_000) * 1_000}) and run again`,
+    );
+  }
   const rows: BigRoomsRow[] = [];
   for (const row of profile.rows) rows.push(await churnRow(lab, profile, row, progress));
   const stormed = await progress.step(

@@ -169,6 +169,8 @@ export async function serverLatency<T>(
   redis: Redis,
   command: string,
   work: () => Promise<T>,
+  /** Further commands whose time counts in `usec` (MULTI beside its EXEC). */
+  alsoCounted: readonly string[] = [],
 ): Promise<[T, ServerLatency]> {
   const saved = await redis.config("GET", "latency-tracking*");
   await redis.config(
@@ -184,8 +186,10 @@ export async function serverLatency<T>(
     const line = (await info(redis, "latencystats")).get(`latency_percentiles_usec_${command}`);
     if (line === undefined) throw new Error(`INFO latencystats has no ${command}`);
     const p = new Map(line.split(",").map((pair) => pair.split("=") as [string, string]));
-    const stat = (await commandStats(redis)).get(command) ?? { calls: 0, usec: 0, failed: 0 };
-    if (stat.failed > 0) throw new Error(`${stat.failed} ${command} calls failed`);
+    const stats = await commandStats(redis);
+    const stat = stats.get(command) ?? { calls: 0, usec: 0, failed: 0 };
+    const failed = [command, ...alsoCounted].reduce((n, c) => n + (stats.get(c)?.failed ?? 0), 0);
+    if (failed > 0) throw new Error(`${failed} ${command} calls failed`);
     return [
       result,
       {
@@ -193,7 +197,7 @@ export async function serverLatency<T>(
         p99: Number(p.get("p99")),
         max: Number(p.get("p100")),
         calls: stat.calls,
-        usec: stat.usec,
+        usec: alsoCounted.reduce((usec, c) => usec + (stats.get(c)?.usec ?? 0), stat.usec),
       },
     ];
   } finally {

@@ -21,6 +21,7 @@
   published or '', then per entry that did more: its index (from 0), outcome, seq or 0}.
 ]]
 -- @include "record"
+-- @include "shards"
 local OUTCOME = outcomes('refreshed', 'joined', 'full')
 local FIELDS = 3
 local COLON = 58
@@ -38,7 +39,12 @@ while at <= #ARGV do
   for k = 0, n - 1 do
     users[k + 1] = ARGV[first + k * FIELDS]
   end
-  local raws = rcall('HMGET', r.key, unpack(users))
+  -- The meta comes with the records: it says whether they are in this hash (see shards).
+  local raws = rcall('HMGET', r.key, '', unpack(users))
+  r.meta = parseMeta(table.remove(raws, 1))
+  if sharded(r) then
+    raws = readRecords(r, users)
+  end
   -- A user may come twice (two connections): the second patch applies to the first's result.
   local patched, changed = {}, {}
   for k = 0, n - 1 do
@@ -61,7 +67,7 @@ while at <= #ARGV do
     for _, user in ipairs(changed) do
       fields[#fields + 1], fields[#fields + 2] = user, patched[user]
     end
-    rcall('HSET', r.key, unpack(fields))
+    writeRecords(r, fields)
   end
   at, index = first + n * FIELDS, index + n
 end
@@ -130,6 +136,9 @@ local function beat(r, user, conn, state, capacity)
   local outcome, seq, epoch, ordinal = OUTCOME.refreshed, nil, nil, nil
   if joined then
     listJoined(r, user)
+    if not sharded(r) and memberCount(r) >= SHARD_FROM then
+      reshard(r, SHARDS_OF_BIG)
+    end
     rcall('ZADD', dueKey, 'LT', now + presenceWindow, r.name)
     if indexed(r) then
       rcall('ZADD', r.index, now + presenceWindow, user)
@@ -143,7 +152,7 @@ local function beat(r, user, conn, state, capacity)
   end
   -- After the writes: every key they made gets its expiry.
   if not previousBeat or math.floor(previousBeat / quarter) ~= math.floor(now / quarter) then
-    refreshTtl(r)
+    refreshTtl(r, user)
   end
   return outcome, seq, epoch, ordinal
 end

@@ -48,14 +48,26 @@ local function expireCounted(r, user, rec)
   return live
 end
 
--- The earliest deadline of a room without an index, expiring up to the batch on the way.
+-- The earliest deadline of a room without an index, expiring up to the batch on the way: the
+-- members due in the order of their ids, however the room's records are stored (see shards).
 local function scanRoom(r)
   local users, raws = readMembers(r)
-  local earliest
+  local earliest, due = nil, {}
   for i, user in ipairs(users) do
     local at = packedDeadline(raws[i])
-    if at <= now and expired < batch then
-      local rec = expireCounted(r, user, decode(raws[i]))
+    if at <= now then
+      due[#due + 1] = i
+    elseif not earliest or at < earliest then
+      earliest = at
+    end
+  end
+  table.sort(due, function(a, b)
+    return users[a] < users[b]
+  end)
+  for _, i in ipairs(due) do
+    local at = packedDeadline(raws[i])
+    if expired < batch then
+      local rec = expireCounted(r, users[i], decode(raws[i]))
       at = rec and deadline(rec)
     end
     if at and (not earliest or at < earliest) then

@@ -15,6 +15,8 @@
                       (see meta), present whenever the room has members
     '<tag>:z:<room>'  zset: user -> lower bound of the member's next deadline; only while the
                       room holds more than INDEX_FROM members (see members)
+    '<tag>:s<k>:<room>'  hash: user -> member record, for a big room's members of shard k,
+                      instead of '<tag>:u:<room>' (see shards)
   ARGV[1] presence window ms   ARGV[2] typing window ms   ARGV[3] key ttl ms (safety net)
   ARGV[4] what only a change needs (see options)   ARGV[5] the call's number (see replay)
   ARGV[6] and on: the script's own arguments

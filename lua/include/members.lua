@@ -5,6 +5,7 @@
 -- @include "bucket"
 -- @include "meta"
 -- @include "record"
+-- @include "shards"
 -- Rooms above INDEX_FROM members keep an index of deadlines; it goes at INDEX_UNTIL (hysteresis).
 local INDEX_FROM, INDEX_UNTIL = 128, 64
 
@@ -20,13 +21,21 @@ local function indexed(r)
   return r.indexed
 end
 
+-- The hashes holding the room's records (see shards).
+local function recordHashes(r)
+  return sharded(r) and shardKeys(r) or { r.key }
+end
+
 -- Every member's id and record, in hash order; the ids are kept for later calls (r.members), and
 -- kept up to date with this call's own joins and leaves (listJoined, listLeft).
 local function readMembers(r)
-  local all, users, raws = rcall('HGETALL', r.key), {}, {}
-  for i = 1, #all, 2 do
-    if all[i] ~= '' then
-      users[#users + 1], raws[#raws + 1] = all[i], all[i + 1]
+  local users, raws = {}, {}
+  for _, key in ipairs(recordHashes(r)) do
+    local all = rcall('HGETALL', key)
+    for i = 1, #all, 2 do
+      if all[i] ~= '' then
+        users[#users + 1], raws[#raws + 1] = all[i], all[i + 1]
+      end
     end
   end
   r.members = { unpack(users) }
@@ -36,13 +45,44 @@ end
 local function memberIds(r)
   if not r.members then
     r.members = {}
-    for _, field in ipairs(rcall('HKEYS', r.key)) do
-      if field ~= '' then
-        r.members[#r.members + 1] = field
+    for _, key in ipairs(recordHashes(r)) do
+      for _, field in ipairs(rcall('HKEYS', key)) do
+        if field ~= '' then
+          r.members[#r.members + 1] = field
+        end
       end
     end
   end
   return r.members
+end
+
+-- Moves the records of a room that reached SHARD_FROM members into its shards, or those of a
+-- room back to SHARD_UNTIL into its own hash: once each way per crossing, in the call that
+-- crosses. A shard left by an earlier life of the room (its keys expired unannounced) is
+-- cleared first.
+local function reshard(r, shards)
+  local users, raws = readMembers(r)
+  local from = recordHashes(r)
+  r.meta[SHARDS] = shards
+  writeMeta(r)
+  if shards > 0 then
+    rcall('DEL', unpack(shardKeys(r)))
+  end
+  local pairs = {}
+  for i, user in ipairs(users) do
+    pairs[2 * i - 1], pairs[2 * i] = user, raws[i]
+  end
+  if #users > 0 then
+    if shards > 0 then
+      rcall('HDEL', r.key, unpack(users))
+    else
+      rcall('DEL', unpack(from))
+    end
+    writeRecords(r, pairs)
+  end
+  for _, key in ipairs(recordHashes(r)) do
+    rcall('PEXPIRE', key, keyTtl)
+  end
 end
 
 local function listJoined(r, user)
@@ -92,7 +132,8 @@ end
 -- An emptied room goes with its keys and due entry; its next member starts a new chain of events.
 local function dropRoom(r)
   addToBucket(r, 'rooms', -1)
-  rcall('DEL', r.key, r.index)
+  local keys = sharded(r) and shardKeys(r) or {}
+  rcall('DEL', r.key, r.index, unpack(keys))
   rcall('ZREM', dueKey, r.name)
   r.meta, r.indexed = false, false
 end

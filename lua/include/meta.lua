@@ -5,6 +5,7 @@
     conns   4 bytes   live connections
     typing  4 bytes   members typing
     gen     4 bytes   the last counts reconcile that counted the room (see reconcile)
+    shards  1 byte    0, or how many hashes hold the records of a big room (see shards)
   and the bucket's counts in its seq hash ('rooms', 'users', 'conns', 'typing'), changed by the
   same calls that change the rooms, so reading a count never costs a read of members.
   A reconcile (after a room's keys expired unannounced, or data was lost) counts every room anew
@@ -12,22 +13,31 @@
   a change to a room already counted goes to both, so the new counts are exact when it ends.
 ]]
 -- @include "bucket"
-local META = '>I6I4I4I4I4'
-local SEQ, USERS, CONNS, TYPING, GEN = 1, 2, 3, 4, 5
+local META = '>I6I4I4I4I4B'
+local SEQ, USERS, CONNS, TYPING, GEN, SHARDS = 1, 2, 3, 4, 5, 6
 local COUNTS = { [USERS] = 'users', [CONNS] = 'conns', [TYPING] = 'typing' }
 
--- The room's meta as a table (indexed by SEQ, USERS, ...), or nil when the room has no members.
+-- A meta as stored (or false) as a table indexed by SEQ, USERS, ..., or false.
+local function parseMeta(raw)
+  if not raw then
+    return false
+  end
+  local m = { sunpack(META, raw) }
+  m[SHARDS + 1] = nil -- unpack's next position
+  return m
+end
+
+-- The room's meta, or nil when the room has no members.
 local function readMeta(r)
   if r.meta == nil then
-    local raw = rcall('HGET', r.key, '')
-    r.meta = raw and { sunpack(META, raw) } or false
+    r.meta = parseMeta(rcall('HGET', r.key, ''))
   end
   return r.meta or nil
 end
 
 local function writeMeta(r)
   local m = r.meta
-  rcall('HSET', r.key, '', spack(META, m[SEQ], m[USERS], m[CONNS], m[TYPING], m[GEN]))
+  rcall('HSET', r.key, '', spack(META, m[SEQ], m[USERS], m[CONNS], m[TYPING], m[GEN], m[SHARDS]))
 end
 
 -- The generation of the reconcile in progress in this bucket, or 0.
@@ -62,7 +72,7 @@ end
 -- A room gets its first member: a new chain of events (the room's members may have vanished
 -- unannounced with the safety-net expiry, so no event may claim to follow its last one).
 local function createRoom(r)
-  r.meta = { 0, 0, 0, 0, activeReconcile() }
+  r.meta = { 0, 0, 0, 0, activeReconcile(), 0 }
   writeMeta(r)
   addToBucket(r, 'rooms', 1)
 end

@@ -7,19 +7,23 @@
 -- @include "meta"
 -- @include "members"
 -- @include "events"
--- The safety net: the room's keys expire keyTtl after the last refresh (see heartbeat).
-local function refreshTtl(r)
+-- The safety net: the room's keys expire keyTtl after the last refresh (see heartbeat); a
+-- shard's with its members' (a shard whose members all went silent goes with them).
+local function refreshTtl(r, user)
   rcall('PEXPIRE', r.key, keyTtl)
+  if sharded(r) then
+    rcall('PEXPIRE', recordKey(r, user), keyTtl)
+  end
   rcall('PEXPIRE', r.index, keyTtl)
   rcall('PEXPIRE', dueKey, keyTtl)
 end
 
 local function save(r, user, rec)
-  rcall('HSET', r.key, user, encode(rec))
+  rcall('HSET', recordKey(r, user), user, encode(rec))
 end
 
 local function load(r, user)
-  local raw = rcall('HGET', r.key, user)
+  local raw = rcall('HGET', recordKey(r, user), user)
   return raw and decode(raw)
 end
 
@@ -42,7 +46,7 @@ end
 -- presence, so it stops first. Returns the leave's seq, epoch and ordinal.
 local function removeMember(r, user, rec, reason)
   endTyping(r, user, rec, typingEnd(rec))
-  rcall('HDEL', r.key, user)
+  rcall('HDEL', recordKey(r, user), user)
   adjust(r, -1, -#rec.ids, 0)
   listLeft(r, user)
   local wasIndexed = indexed(r)
@@ -55,6 +59,9 @@ local function removeMember(r, user, rec, reason)
     dropRoom(r)
   elseif wasIndexed and count <= INDEX_UNTIL then
     dropIndex(r)
+  end
+  if count > 0 and sharded(r) and count <= SHARD_UNTIL then
+    reshard(r, 0)
   end
   return seq, epoch, ordinal
 end

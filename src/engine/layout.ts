@@ -9,8 +9,9 @@ export function bucketOf(room: string, buckets: number): number {
   return (hash >>> 0) % buckets;
 }
 
-/** How many rooms' keys, or connections' ids, a Layout keeps at hand before it starts over. */
-const KEPT = 10_000;
+/** How many rooms' keys, or connections' ids, a Layout keeps at hand before it starts over (and
+ * how many rooms' sizes a Rollcall). */
+export const KEPT = 10_000;
 
 /** A value made once for a key seen recently: calls name the same rooms and connections again
  * and again (a gateway heartbeats each socket's rooms every few seconds). */
@@ -78,6 +79,11 @@ export class Layout {
       channelPrefix,
       channel: channelPrefix + room,
     };
+  }
+
+  /** The hash of shard k of a big room's records (lua/include/shards.lua). */
+  shard(room: string, k: number): string {
+    return `${this.tag(this.room(room).bucket)}:s${k}:${room}`;
   }
 
   /** KEYS[1..3] of every bucket script (include/bucket.lua): due, seq, log. */

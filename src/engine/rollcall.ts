@@ -11,7 +11,7 @@ import { integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { encodeState, type MemberState } from "../protocol/state.js";
 import { subscriberConnection } from "./connections.js";
 import { LogGroup, records } from "./eventLog.js";
-import { Layout, REPLAY_GENERATION } from "./layout.js";
+import { KEPT, Layout, REPLAY_GENERATION } from "./layout.js";
 import { Metrics } from "./metrics.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
 import { count, type Counts } from "./scripts/count.js";
@@ -24,7 +24,7 @@ import {
 } from "./scripts/heartbeat.js";
 import { leave, type LeaveResult } from "./scripts/leave.js";
 import { reconcile } from "./scripts/reconcile.js";
-import { roster, type Roster } from "./scripts/roster.js";
+import { ROSTER_CURSOR, roster, type Roster, type RosterRead } from "./scripts/roster.js";
 import { setState, type StateResult } from "./scripts/setState.js";
 import { startTyping, type TypingResult } from "./scripts/startTyping.js";
 import { stats, type BucketStats } from "./scripts/stats.js";
@@ -79,6 +79,9 @@ export class Rollcall {
   private checked: Promise<void> | undefined;
   /** Names this instance's calls in the replay strings: unique across processes. */
   private readonly instance = randomBytes(6).toString("base64url");
+  /** Rooms' member counts and shards as their last roster page gave them: how the next is best
+   * read. */
+  private readonly roomSizes = new Map<string, RoomSize>();
   private calls = 0;
 
   constructor(
@@ -207,11 +210,45 @@ export class Rollcall {
    */
   async roster(room: string, options?: { cursor?: string }): Promise<Roster> {
     const { cursor = "" } = knownKeys(options, ["cursor"]);
-    if (typeof cursor !== "string" || cursor.length > 300) {
+    if (typeof cursor !== "string" || cursor.length > 300 || !ROSTER_CURSOR.test(cursor)) {
       invalidOption("cursor must be what a roster() page returned");
     }
     const { rosterLimit: limit, leaveGraceMs } = this.settings;
-    return this.read(roster, room, { room, limit, cursor, leaveGraceMs });
+    const [key] = this.layout.room(checkId("room", room)).keys;
+    let known = this.roomSizes.get(room);
+    // A room resharded between the plan and the read is read again as it now is.
+    for (let attempt = 1; ; attempt++) {
+      const read = this.rosterRead(room, cursor, known);
+      const page = await this.read(roster, room, { room, key, limit, cursor, read, leaveGraceMs });
+      known = { count: page.count, shards: "reshaped" in page ? page.shards : shardsOf(read) };
+      if (this.roomSizes.size >= KEPT) this.roomSizes.clear();
+      this.roomSizes.set(room, known);
+      if (!("reshaped" in page)) return page;
+      if (attempt === 3) {
+        throw new RedisCallError("roster", new Error("the room was resharded on every read"));
+      }
+    }
+  }
+
+  /**
+   * How to read a roster page: a sharded room a few shards at a time (about rosterLimit members);
+   * a room in its own hash whole when it was last seen small (HGETALL, Redis's cheapest read of
+   * it), else by HSCAN, which returns a small room whole too.
+   */
+  private rosterRead(room: string, cursor: string, known: RoomSize | undefined): RosterRead {
+    const { rosterLimit: limit } = this.settings;
+    const shardCursor = /^s(\d+):(\d+)$/.exec(cursor);
+    known ??= shardCursor ? { count: NaN, shards: Number(shardCursor[2]) } : undefined;
+    if (known !== undefined && known.shards > 0) {
+      const from = Number(shardCursor?.[2]) === known.shards ? Number(shardCursor![1]) : 0;
+      const each = known.count > 0 ? Math.floor((limit * known.shards) / known.count) : 1;
+      const to = Math.min(known.shards, from + Math.max(1, each));
+      const keys = Array.from({ length: to - from }, (_, i) => this.layout.shard(room, from + i));
+      return { kind: "shards", keys, next: to, of: known.shards };
+    }
+    if (/^\d/.test(cursor)) return { kind: "scan", cursor };
+    if (!shardCursor && known !== undefined && known.count <= limit) return { kind: "whole" };
+    return { kind: "scan", cursor: "0" };
   }
 
   /**
@@ -468,4 +505,13 @@ export function parseLogged(json: string | null): PresenceEvent {
   } catch {
     throw new UnexpectedReplyError("log entry", json);
   }
+}
+
+interface RoomSize {
+  count: number;
+  shards: number;
+}
+
+function shardsOf(read: RosterRead): number {
+  return read.kind === "shards" ? read.of : 0;
 }

@@ -17,6 +17,12 @@ export interface Script<Input, Output> {
   /** Its reply holds binary strings: they come as Buffers (read with Reply.str where text). */
   readonly binary?: boolean;
   args(input: Input): Arg[];
+  /**
+   * Plain commands run right after the script in the same MULTI, so that they see what it saw
+   * (their replies are Reply.reads): a bulk read Redis answers natively, where a script would
+   * convert every field to Lua and back.
+   */
+  reads?(input: Input): (readonly [command: string, ...args: Arg[]])[];
   decode(reply: Reply, input: Input): Output;
 }
 
@@ -25,6 +31,8 @@ export class Reply {
   constructor(
     private readonly script: string,
     readonly values: readonly unknown[],
+    /** The replies of the script's `reads`, in order. */
+    readonly reads: readonly unknown[] = [],
   ) {}
 
   get length(): number {
@@ -115,17 +123,51 @@ export class Scripts {
       );
     }
     const name = commandName(source) + (script.binary ? "Buffer" : "");
-    const command = (this.client as unknown as Record<string, Command>)[name]!;
+    const args = [...keys, ...shared, ...script.args(input)];
+    const reads = script.reads?.(input);
     let reply: unknown;
+    let readReplies: unknown[] = [];
     try {
-      reply = await command.call(this.client, ...keys, ...shared, ...script.args(input));
+      if (reads) {
+        [reply, ...readReplies] = await this.transaction(source, name, args, reads, script.binary);
+      } else {
+        const command = (this.client as unknown as Record<string, Command>)[name]!;
+        reply = await command.call(this.client, ...args);
+      }
     } catch (error) {
       throw new RedisCallError(script.name, error);
     }
     // A bare integer is a one-field reply (a steady heartbeat's 0).
     if (typeof reply === "number") reply = [reply];
     if (!Array.isArray(reply)) throw new UnexpectedReplyError(`reply of ${script.name}`, reply);
-    return script.decode(new Reply(script.name, reply), input);
+    return script.decode(new Reply(script.name, reply, readReplies), input);
+  }
+
+  /**
+   * The script then its reads in one MULTI. A script missing from Redis's cache (SCRIPT FLUSH)
+   * fails inside the transaction, where the client cannot resend it: it is loaded, and the
+   * transaction sent once more.
+   */
+  private async transaction(
+    source: LuaScript,
+    name: string,
+    args: readonly Arg[],
+    reads: readonly (readonly [string, ...Arg[]])[],
+    binary = false,
+  ): Promise<unknown[]> {
+    for (let attempt = 0; ; attempt++) {
+      // Commands queued on a MULTI return it, not a promise: exec() settles them all.
+      const multi = this.client.multi() as unknown as Record<string, (...a: Arg[]) => unknown>;
+      multi[name]!(...args);
+      for (const [command, ...rest] of reads)
+        multi[binary ? "callBuffer" : "call"]!(command, ...rest);
+      const results = (await multi.exec!()) as [Error | null, unknown][] | null;
+      if (!results) throw new Error("the transaction was aborted");
+      const error = results.find(([e]) => e)?.[0];
+      if (!error) return results.map(([, value]) => value);
+      if (attempt > 0 || !error.message.includes("NOSCRIPT")) throw error;
+      await this.client.script("LOAD", source.lua);
+    }
   }
 }
 

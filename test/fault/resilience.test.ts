@@ -57,8 +57,13 @@ describe("resilience", () => {
     const redis = client();
     const rc = new Rollcall(redis, IMMEDIATE);
     expect((await rc.heartbeat("room", "ann", "c")).joined).to.equal(true);
+    expect((await rc.roster("room")).count).to.equal(1);
     await redis.script("FLUSH");
     expect((await rc.heartbeat("room", "ann", "c")).joined).to.equal(false);
+    // The roster's script runs inside a MULTI, where the client cannot resend it by itself.
+    expect((await rc.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
+    await redis.script("FLUSH");
+    expect((await rc.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
     expect((await rc.leave("room", "ann", "c")).left).to.equal(true);
   });
 

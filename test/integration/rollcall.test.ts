@@ -310,6 +310,88 @@ describe("Rollcall", () => {
       expect(seqs[0]).to.be.lessThan(seqs.at(-1)!);
     });
 
+    it("moves a room of 1,024 members into shards and back at 512, every record kept", async () => {
+      const rc = new Rollcall(client(), IMMEDIATE);
+      const users = Array.from({ length: 1_100 }, (_, i) => `user-${i}`);
+      const beat = (user: string) => ({ room: "huge", user, connection: "c", state: { i: 1 } });
+      for (let i = 0; i < users.length; i += 128) {
+        await rc.heartbeatMany(users.slice(i, i + 128).map(beat));
+      }
+      const [own] = rc.layout.room("huge").keys;
+      // The room's own hash holds its meta alone; its members are in 32 others.
+      expect(await rc.redis.hlen(own)).to.equal(1);
+      const shards = await Promise.all(
+        Array.from({ length: 32 }, (_, k) => rc.redis.hlen(rc.layout.shard("huge", k))),
+      );
+      expect(shards.reduce((a, b) => a + b, 0)).to.equal(1_100);
+      expect(Math.min(...shards)).to.be.greaterThan(0);
+      const listed = async () => (await rc.rosterPages("huge")).flatMap((p) => p.members);
+      const before = await listed();
+      expect(before.map((m) => m.user).sort()).to.deep.equal([...users].sort());
+      expect(before.every((m) => m.connections === 1 && m.state?.["i"] === 1)).to.equal(true);
+      // Heartbeats find records in their shards: steady, and nothing published.
+      const steady = await rc.heartbeatMany(
+        users.slice(0, 128).map((u) => ({ room: "huge", user: u, connection: "c" })),
+      );
+      expect(steady.every((r) => !r.joined && r.event === null)).to.equal(true);
+      for (const user of users.slice(0, 587)) await rc.leave("huge", user, "c");
+      expect(await rc.redis.hlen(own), "sharded while above 512").to.equal(1);
+      await rc.leave("huge", users[587]!, "c");
+      expect(await rc.redis.hlen(own), "gathered back at 512").to.equal(513);
+      const shardKeys = Array.from({ length: 32 }, (_, k) => rc.layout.shard("huge", k));
+      expect(await rc.redis.exists(...shardKeys)).to.equal(0);
+      const after = await listed();
+      expect(after.map((m) => m.user).sort()).to.deep.equal(users.slice(588).sort());
+      expect((await rc.count("huge")).users).to.equal(512);
+    });
+
+    it("pages a sharded room a few shards at a time, each page consistent with its seq", async () => {
+      const rc = new Rollcall(client(), { ...IMMEDIATE, rosterLimit: 300 });
+      const users = Array.from({ length: 2_000 }, (_, i) => `u${i}`);
+      for (let i = 0; i < users.length; i += 128) {
+        await rc.heartbeatMany(
+          users.slice(i, i + 128).map((user) => ({ room: "s", user, connection: "c" })),
+        );
+      }
+      const pages: Roster[] = [];
+      for (let cursor: string | null = ""; cursor !== null; cursor = pages.at(-1)!.cursor) {
+        pages.push(await rc.roster("s", cursor === "" ? {} : { cursor }));
+        // Between pages, a member of every shard leaves and another joins.
+        await rc.leave("s", users[pages.length]!, "c");
+        await rc.heartbeat("s", `late${pages.length}`, "c");
+      }
+      // The first read finds the room sharded (a read of its own hash) and reads its shards.
+      expect(pages.length).to.be.within(7, 40);
+      expect(pages.every((p) => p.members.length < 300 * 1.6)).to.equal(true);
+      const seen = new Set(pages.flatMap((p) => p.members.map((m) => m.user)));
+      const stayed = users.slice(pages.length + 1);
+      expect(stayed.filter((u) => !seen.has(u))).to.deep.equal([]);
+      const seqs = pages.map((p) => p.seq);
+      expect([...seqs].sort((a, b) => a - b)).to.deep.equal(seqs);
+    });
+
+    it("lists every member present throughout while a room moves into shards between pages", async () => {
+      const rc = new Rollcall(client(), { ...IMMEDIATE, rosterLimit: 100 });
+      const users = Array.from({ length: 1_000 }, (_, i) => `m${String(i).padStart(4, "0")}`);
+      for (let i = 0; i < users.length; i += 128) {
+        await rc.heartbeatMany(
+          users.slice(i, i + 128).map((user) => ({ room: "grow", user, connection: "c" })),
+        );
+      }
+      const first = await rc.roster("grow");
+      expect(first.cursor).to.match(/^\d+$/);
+      // 24 joins take it past 1,024 members: the rest is in shards.
+      for (let i = 0; i < 24; i++) await rc.heartbeat("grow", `new${i}`, "c");
+      const pages = [first];
+      for (let cursor = first.cursor; cursor !== null; cursor = pages.at(-1)!.cursor) {
+        pages.push(await rc.roster("grow", { cursor }));
+      }
+      expect(pages.slice(1).some((p) => p.cursor?.startsWith("s"))).to.equal(true);
+      const seen = new Set(pages.flatMap((p) => p.members.map((m) => m.user)));
+      expect(users.filter((u) => !seen.has(u))).to.deep.equal([]);
+      expect(pages.at(-1)!.count).to.equal(1_024);
+    });
+
     it("carries at most eventRosterLimit users in join events, with the exact count", async () => {
       const { rc, events } = await setup({ eventRosterLimit: 2 });
       for (const user of ["a", "b", "c"]) await rc.heartbeat("room", user, "c");

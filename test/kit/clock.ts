@@ -4,9 +4,21 @@ import { Layout } from "../../src/engine/layout.js";
 import { replaceIncludes } from "../../src/engine/script.js";
 import type { Rollcall } from "../../src/index.js";
 
+const CLOCK = readFileSync(new URL("./lua/clock.lua", import.meta.url), "utf8");
+
 // Every Rollcall a test makes runs its scripts on a clock the test can move (it is Redis's own
 // until a test moves or stops it).
-replaceIncludes({ clock: readFileSync(new URL("./lua/clock.lua", import.meta.url), "utf8") });
+replaceIncludes({ clock: CLOCK });
+
+/**
+ * Rollcalls made from now on shard a room from 3 members (in 4 hashes) and gather it back at 2
+ * (lua/include/shards.lua), or again at the sizes of production once `on` is false: so that a
+ * test's few members go through both moves.
+ */
+export function smallShards(on: boolean): void {
+  const shardSizes = "local SHARDS_OF_BIG, SHARD_FROM, SHARD_UNTIL = 4, 3, 2\n";
+  replaceIncludes(on ? { clock: CLOCK, shardSizes } : { clock: CLOCK });
+}
 
 type Client = Redis | Cluster;
 

@@ -200,7 +200,9 @@ export class PresenceModel {
   /** Expires everything due in the room, meeting its members in hash order. */
   sweep(room: string): SweepResult {
     const counts = { connections: 0, leaves: 0, typingStops: 0 };
-    for (const [user, rec] of [...(this.rooms.get(room)?.members ?? [])]) {
+    const members = [...(this.rooms.get(room)?.members ?? [])];
+    // Those due, in the order of their ids.
+    for (const [user, rec] of members.sort(([a], [b]) => compareIds(a, b))) {
       if (this.deadline(rec) > this.now) continue;
       const [, dropped, leaves, stops] = this.expire(room, user, rec);
       counts.connections += dropped;

@@ -45,9 +45,6 @@ export interface Roster {
   cursor: string | null;
 }
 
-/** Fields before the page's members. */
-const HEADER = 6;
-
 function text(value: unknown, reply: Reply, what: string): string {
   if (!Buffer.isBuffer(value)) reply.unexpected(what);
   return value.toString("utf8");
@@ -75,47 +72,104 @@ function member(user: string, raw: Buffer, leaveGraceMs: number): RosterMember {
   };
 }
 
+/** How a page's records are read: the room's own hash whole or by HSCAN, or some of its shards
+ * (lua/include/shards.lua), each whole. */
+export type RosterRead =
+  | { kind: "whole" }
+  | { kind: "scan"; cursor: string }
+  | { kind: "shards"; keys: readonly string[]; next: number; of: number };
+
 interface RosterInput {
   room: string;
+  /** The room's own hash: its meta (field ''), and its records unless it is sharded. */
+  key: string;
   limit: number;
+  /** '' for the first page, or what the previous one returned (see ROSTER_CURSOR). */
   cursor: string;
+  read: RosterRead;
   leaveGraceMs: number;
 }
 
-/** Records come as stored (binary): this decodes them, not the script. */
-export const roster: Script<RosterInput, Roster> = {
+/** A room found stored otherwise than the read assumed: read it again as it is. */
+export interface Reshaped {
+  reshaped: true;
+  count: number;
+  shards: number;
+}
+
+/** What roster() accepts as a cursor: '', '>' and an id (by id), HSCAN's digits, or
+ * 's<next shard>:<shards>'. */
+export const ROSTER_CURSOR = /^(?:>.+|\d{1,20}|s\d{1,3}:\d{1,3})?$/s;
+
+/**
+ * A page of the room's members. The script (lua/roster-3.lua) reads what the page is consistent
+ * with; the records follow it in the same MULTI, read natively and decoded here. A room in its
+ * own hash is read whole (HGETALL when it is known to be small; HSCAN returns a small room whole
+ * too) and yields at most `limit` members by id, then the next by id after a '>' cursor; or in
+ * HSCAN's pages of about `limit`. A sharded room yields a few shards a page. Either way a member
+ * present throughout is listed on some page (one may be listed twice, when a page comes by HSCAN
+ * or after the room was resharded).
+ */
+export const roster: Script<RosterInput, Roster | Reshaped> = {
   name: "roster",
   binary: true,
-  args: ({ limit, cursor }) => [limit, cursor],
-  decode: (reply, { room, leaveGraceMs }) => {
-    const value: unknown = reply.values[HEADER];
-    if (!Array.isArray(value)) return reply.unexpected(`records at ${HEADER}`);
-    const fields = value as unknown[];
-    const members: RosterMember[] = [];
-    for (let i = 0; i + 1 < fields.length; i += 2) {
-      const user = text(fields[i], reply, `user at ${i}`);
-      if (user === "") continue; // the room's meta
-      const raw: unknown = fields[i + 1];
-      if (!Buffer.isBuffer(raw)) return reply.unexpected(`record of ${user}`);
-      try {
-        members.push(member(user, raw, leaveGraceMs));
-      } catch (error) {
-        if (error instanceof UnexpectedReplyError) throw error;
-        throw new UnexpectedReplyError(`record of ${user} in a roster`, raw.toString("hex"));
+  args: () => [],
+  reads: ({ key, limit, read }) =>
+    read.kind === "whole"
+      ? [["HGETALL", key]]
+      : read.kind === "scan"
+        ? [["HSCAN", key, read.cursor, "COUNT", limit + 1]]
+        : read.keys.map((shard) => ["HGETALL", shard] as const),
+  decode: (reply, { room, limit, cursor, read, leaveGraceMs }) => {
+    const count = reply.int(2);
+    const shards = reply.int(5);
+    if ((read.kind === "shards" ? read.of : 0) !== shards) return { reshaped: true, count, shards };
+    let records: unknown[] = reply.reads as unknown[];
+    let next = "0";
+    if (read.kind === "scan") {
+      const scan: unknown = reply.reads[0];
+      if (!Array.isArray(scan) || scan.length !== 2) return reply.unexpected("HSCAN's reply");
+      next = text(scan[0], reply, "HSCAN's cursor");
+      records = [scan[1]];
+    }
+    const complete = next === "0" && read.kind !== "shards";
+    // A page after the first by id lists the ids after the last one listed, when the room is
+    // read whole; when HSCAN reads it in parts, they are its pages from the start.
+    const after = complete && cursor.startsWith(">") ? cursor.slice(1) : null;
+    let members: RosterMember[] = [];
+    for (const fields of records) {
+      if (!Array.isArray(fields)) return reply.unexpected("the room's records");
+      for (let i = 0; i + 1 < fields.length; i += 2) {
+        const user = text(fields[i], reply, `user at ${i}`);
+        if (user === "") continue; // the room's meta
+        if (after !== null && compareIds(user, after) <= 0) continue;
+        const raw: unknown = fields[i + 1];
+        if (!Buffer.isBuffer(raw)) return reply.unexpected(`record of ${user}`);
+        try {
+          members.push(member(user, raw, leaveGraceMs));
+        } catch (error) {
+          if (error instanceof UnexpectedReplyError) throw error;
+          throw new UnexpectedReplyError(`record of ${user} in a roster`, raw.toString("hex"));
+        }
       }
     }
     members.sort((a, b) => compareIds(a.user, b.user));
+    let page: string | null = next === "0" ? null : next;
+    if (read.kind === "shards" && read.next < shards) page = `s${read.next}:${shards}`;
+    if (complete && members.length > limit) {
+      members = members.slice(0, limit);
+      page = `>${members.at(-1)!.user}`;
+    }
     const log = reply.str(3);
-    const cursor = reply.str(5);
     return {
       room,
       ...(log === "" ? {} : { log }),
       epoch: reply.str(0),
       seq: reply.int(1),
-      count: reply.int(2),
+      count,
       members,
       at: reply.int(4),
-      cursor: cursor === "" ? null : cursor,
+      cursor: page,
       typing: members.filter((m) => m.typedAt !== null).map((m) => m.user),
     };
   },
