@@ -145,7 +145,9 @@ export function rosterSection(r: Results): string {
     "One room of each size, every member present; each read takes every page (`rosterPages`, " +
       "`rosterLimit` 1,000 members a page), one sequential client. Each page is one MULTI: a " +
       "small script reads what the page is consistent with (epoch, seq, count, time), then a " +
-      "plain HSCAN (or HGETALL) returns the records as stored, and the client decodes them. " +
+      "plain HGETALL of the room's hash, or of a few of its 32 shards from 1,024 members (an " +
+      "HSCAN for a room read for the first time), returns the records as stored, and the " +
+      "client decodes them. " +
       "*Redis µs per member*: the transactions' time (INFO commandstats: EXEC, which counts " +
       "the commands inside it, and MULTI) over every member listed, and *per call* the same " +
       "per page; *worst call*: the longest single EXEC (INFO latencystats); *client*: this " +

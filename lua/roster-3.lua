@@ -17,7 +17,7 @@
 -- @include "meta"
 -- @include "epoch"
 local m = readMeta(openRoom(ARGV[6]))
-local reply = { (currentEpoch()), 0, m and m[USERS] or 0, '', now, m and m[SHARDS] or 0 }
+local reply = { readEpoch(), 0, m and m[USERS] or 0, '', now, m and m[SHARDS] or 0 }
 if logLength > 0 then
   local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
   reply[4] = last and last[1] or '0-0'

@@ -41,6 +41,20 @@ do
   end
 end
 
+-- The epoch a read names (a roster page): the stored one while the replication id of its owner
+-- is still this master's, else the one currentEpoch starts. A promotion always gives a master a
+-- new replication id, and so does a restart on the Redis versions tested: what made an epoch
+-- necessary (events of a lost history still in flight) changes it, and INFO replication costs a
+-- fraction of INFO server.
+local function readEpoch()
+  local stored = rcall('HMGET', seqKey, 'epoch', 'node')
+  local replid = string.match(rcall('INFO', 'replication'), 'master_replid:(%x+)')
+  if stored[1] and stored[2] and string.sub(stored[2], -#replid - 1) == ':' .. replid then
+    return stored[1]
+  end
+  return (currentEpoch())
+end
+
 -- The epoch of an ordinal kept in the bucket, or '' once forgotten.
 local function epochOf(ordinal)
   return ordinal == 0 and '' or rcall('HGET', seqKey, 'e' .. ordinal) or ''

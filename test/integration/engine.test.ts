@@ -137,6 +137,18 @@ describe("engine layout", () => {
     expect(event!.epoch).to.not.equal(before.epoch);
     expect((await rc.roster("room")).epoch).to.equal(event!.epoch);
   });
+
+  it("starts it in a roster read too, when that comes first, and the next events follow it", async () => {
+    const rc = new Rollcall(client(), IMMEDIATE);
+    await rc.heartbeat("room", "ann", "c");
+    const before = await rc.roster("room");
+    await rc.redis.hset(rc.layout.room("room").keys[3], "node", "another-process");
+    const after = await rc.roster("room");
+    expect(after.epoch).to.not.equal(before.epoch);
+    expect((await rc.roster("room")).epoch).to.equal(after.epoch);
+    const { event } = await rc.startTyping("room", "ann");
+    expect(event!.epoch).to.equal(after.epoch);
+  });
 });
 
 describe("deployment settings", () => {
