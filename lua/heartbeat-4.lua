@@ -39,18 +39,20 @@ while at <= #ARGV do
   for k = 0, n - 1 do
     users[k + 1] = ARGV[first + k * FIELDS]
   end
-  -- The meta comes with the records: it says whether they are in this hash (see shards).
+  -- The meta comes with the records: its last byte says whether they are in this hash (see
+  -- shards). Only a sharded room's is decoded here: a steady heartbeat pays one byte's read.
   local raws = rcall('HMGET', r.key, '', unpack(users))
-  r.meta = parseMeta(table.remove(raws, 1))
-  if sharded(r) then
-    raws = readRecords(r, users)
+  local inShards, offset = raws[1] and sbyte(raws[1], -1) > 0, 1
+  if inShards then
+    r.meta = parseMeta(raws[1])
+    raws, offset = readRecords(r, users), 0
   end
   -- A user may come twice (two connections): the second patch applies to the first's result.
   local patched, changed = {}, {}
   for k = 0, n - 1 do
     local a = first + k * FIELDS
     local user, conn, options = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-    local raw = patched[user] or raws[k + 1]
+    local raw = patched[user] or raws[k + 1 + offset]
     -- A capacity without a state ('<capacity>:') changes nothing for a present user.
     local beat = (options == '' or sbyte(options, -1) == COLON) and raw and steadyBeat(raw, conn, quarter)
     if beat then
@@ -67,7 +69,11 @@ while at <= #ARGV do
     for _, user in ipairs(changed) do
       fields[#fields + 1], fields[#fields + 2] = user, patched[user]
     end
-    writeRecords(r, fields)
+    if inShards then
+      writeRecords(r, fields)
+    else
+      rcall('HSET', r.key, unpack(fields))
+    end
   end
   at, index = first + n * FIELDS, index + n
 end
