@@ -210,7 +210,13 @@ export class Rollcall {
    */
   async roster(room: string, options?: { cursor?: string }): Promise<Roster> {
     const { cursor = "" } = knownKeys(options, ["cursor"]);
-    if (typeof cursor !== "string" || cursor.length > 300 || !ROSTER_CURSOR.test(cursor)) {
+    const shard = typeof cursor === "string" ? /^s(\d+):(\d+)$/.exec(cursor) : null;
+    if (
+      typeof cursor !== "string" ||
+      cursor.length > 300 ||
+      !ROSTER_CURSOR.test(cursor) ||
+      (shard !== null && Number(shard[1]) >= Number(shard[2]))
+    ) {
       invalidOption("cursor must be what a roster() page returned");
     }
     const { rosterLimit: limit, leaveGraceMs } = this.settings;

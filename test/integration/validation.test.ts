@@ -29,6 +29,10 @@ describe("validation", () => {
       await rejects(rc.startTyping(value as string, "u"), "INVALID_ID");
       await rejects(rc.roster(value as string), "INVALID_ID");
     }
+    // Cursors roster() never returns: a shard past the room's shards, and anything else.
+    for (const cursor of ["s99:32", "s0:0", "x", ">"]) {
+      await rejects(rc.roster("r", { cursor }), "INVALID_OPTION");
+    }
     expect(await redis.dbsize()).to.equal(0);
     const stats = await redis.info("commandstats");
     expect(stats).not.to.match(/cmdstat_eval/);
