@@ -188,23 +188,26 @@ export class RoomFeed<S> {
   /** What a socket gets of some events (the same array when it gets them all, as they are). */
   private share(delivery: Delivery, events: readonly PresenceEvent[]): readonly PresenceEvent[] {
     let share: PresenceEvent[] | null = null;
-    for (const [i, event] of events.entries()) {
-      const { last } = delivery;
+    // Where the socket's chain stands, as the events go by (kept once, at the end).
+    let epoch = delivery.last?.epoch;
+    let seq = delivery.last?.seq ?? 0;
+    let moved = false;
+    for (let i = 0; i < events.length; i++) {
+      const event = events[i]!;
+      const same = epoch === event.epoch;
       const skip =
         (delivery.types !== null && !delivery.types.has(event.type)) ||
         // Its own snapshot, read after this event was published, has it already.
-        (last !== null && last.epoch === event.epoch && event.seq <= last.seq);
-      const rewrite =
-        !skip &&
-        delivery.types !== null &&
-        last !== null &&
-        last.epoch === event.epoch &&
-        event.prev > last.seq;
+        (same && event.seq <= seq);
+      const rewrite = !skip && delivery.types !== null && same && event.prev > seq;
       if ((skip || rewrite) && share === null) share = events.slice(0, i);
       if (skip) continue;
-      share?.push(rewrite ? { ...event, prev: last.seq } : event);
-      delivery.last = { epoch: event.epoch, seq: event.seq };
+      share?.push(rewrite ? { ...event, prev: seq } : event);
+      epoch = event.epoch;
+      seq = event.seq;
+      moved = true;
     }
+    if (moved) delivery.last = { epoch: epoch!, seq };
     return share ?? events;
   }
 }

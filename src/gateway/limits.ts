@@ -27,15 +27,21 @@ export interface Limits {
   maxSocketsPerAddress: number;
 }
 
-/** 90 % of the soft limit on open files (Linux: /proc/self/limits), or 10,000. */
-export function descriptorBudget(limits = "/proc/self/limits"): number {
+/** The process's soft limit on open files (Linux: /proc/self/limits), or undefined. */
+export function openFilesLimit(limits = "/proc/self/limits"): number | undefined {
   try {
     const soft = /^Max open files\s+(\d+)/m.exec(readFileSync(limits, "utf8"))?.[1];
-    if (soft !== undefined) return Math.max(1, Math.floor(Number(soft) * 0.9));
+    if (soft !== undefined) return Number(soft);
   } catch {
-    // No procfs here: the fallback.
+    // No procfs here.
   }
-  return 10_000;
+  return undefined;
+}
+
+/** 90 % of the soft limit on open files, or 10,000. */
+export function descriptorBudget(limits?: string): number {
+  const soft = openFilesLimit(limits);
+  return soft === undefined ? 10_000 : Math.max(1, Math.floor(soft * 0.9));
 }
 
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({

@@ -5,8 +5,9 @@ import { watchUnhandled } from "../kit/wait.js";
 
 /**
  * A reconnect storm at CI's scale (the bench runs it with thousands of sockets): two gateway
- * processes with 300 sockets each, rooms of 150 split between them; one is SIGKILLed and its
- * clients come back through the other with their backoff's jitter. With the default leave grace
+ * processes with 300 sockets each (their clients in two processes of their own), rooms of 150
+ * split between them; one is SIGKILLed and its clients come back through the other with their
+ * backoff's jitter. With the default leave grace
  * nobody leaves or joins again, sockets back in the same room share snapshot reads, and every
  * replica ends up the room's roster.
  */
@@ -21,6 +22,8 @@ describe("a reconnect storm", function () {
         redis: client(),
         socketsPerGateway: 300,
         roomSize: 150,
+        // Two client processes, as the bench's storm has several.
+        socketsPerProcess: 300,
         // The default leave grace (5 s), and a short window so that the dead connections expire
         // within the run: their users stay, being back on new ones.
         engine: { prefix: "storm", presenceWindowMs: 3_000, typingWindowMs: 1_000 },

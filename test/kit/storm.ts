@@ -1,6 +1,4 @@
 import type { Redis } from "ioredis";
-import WebSocket from "ws";
-import { RollcallClient, type Room } from "../../src/client/index.js";
 import type { Limits } from "../../src/gateway/index.js";
 import {
   Rollcall,
@@ -10,14 +8,30 @@ import {
   type Subscription,
 } from "../../src/index.js";
 import { eventually } from "./wait.js";
-import { GatewayChild, token, type GatewaySetup } from "./gatewayChild.js";
+import { KitChild } from "./child.js";
+import { GatewayChild, type GatewaySetup } from "./gatewayChild.js";
+import type {
+  StormClientsPoll,
+  StormClientsRequest,
+  StormClientsSettings,
+} from "./stormClients.js";
+
+const CLIENTS = "test/kit/stormClients.ts";
+
+/** Socket i's room. */
+export const roomOf = (i: number, roomSize: number) => `storm-${Math.floor(i / roomSize)}`;
+
+/** Members of a room (the last one may be short). */
+export const sizeOf = (room: string, total: number, roomSize: number) =>
+  Math.min(roomSize, total - roomSize * Number(room.slice("storm-".length)));
 
 /**
  * A reconnect storm, end to end: two gateway processes on one Redis, each holding half
  * of the sockets of every room (each socket a user of its own, a browser client with its replica);
  * one is SIGKILLed, and its clients reconnect to the other with the client's own backoff and
- * jitter (a load balancer that sends every new socket to a live gateway). The CI's fault test runs
- * it with a few hundred sockets, the bench with thousands.
+ * jitter (a load balancer that sends every new socket to a live gateway). The clients live in
+ * processes of their own (test/kit/stormClients.ts), a few thousand each, as they would on many
+ * machines. The CI's fault test runs it with a few hundred sockets, the bench with 2 × 10,000.
  */
 
 export interface StormOptions {
@@ -35,6 +49,8 @@ export interface StormOptions {
   limits?: Partial<Limits>;
   /** Sockets opened (and joined) at once while the rooms fill. */
   opening?: number;
+  /** Client sockets per process (the storm's clients live in processes of their own). */
+  socketsPerProcess?: number;
   /** Called every 100 ms from the SIGKILL until the end (the bench samples Redis). */
   sample?: () => Promise<void>;
 }
@@ -42,6 +58,8 @@ export interface StormOptions {
 export interface StormResult {
   sockets: number;
   rooms: number;
+  /** Processes the clients lived in. */
+  processes: number;
   /** Sockets of the killed gateway, all reconnected to the survivor. */
   reconnected: number;
   /** From the SIGKILL to the last of them open again, and to every replica matching its room. */
@@ -65,7 +83,6 @@ export async function storm(options: StormOptions): Promise<StormResult> {
   const { socketsPerGateway, roomSize, engine, timeoutMs } = options;
   const total = 2 * socketsPerGateway;
   const rooms = Math.ceil(total / roomSize);
-  const roomOf = (i: number) => `storm-${Math.floor(i / roomSize)}`;
   const setup: GatewaySetup = {
     engine,
     limits: options.limits ?? {},
@@ -75,111 +92,112 @@ export async function storm(options: StormOptions): Promise<StormResult> {
     GatewayChild.start(options.redisUrl, false, setup),
     GatewayChild.start(options.redisUrl, false, setup),
   ]);
+  const perProcess = options.socketsPerProcess ?? 5_000;
+  const shares: KitChild[] = [];
+  for (let from = 0; from < total; from += perProcess) {
+    const share: StormClientsSettings = {
+      from,
+      to: Math.min(total, from + perProcess),
+      total,
+      roomSize,
+      a: a.url,
+      b: b.url,
+    };
+    shares.push(KitChild.start(CLIENTS, share));
+  }
+  const ask = <T>(request: StormClientsRequest) =>
+    Promise.all(shares.map((share) => share.request<T>(request, timeoutMs)));
+  const poll = async () => {
+    const polls = await ask<StormClientsPoll>({ type: "poll" });
+    return {
+      converged: polls.every((p) => p.converged),
+      back: polls.reduce((n, p) => n + p.back, 0),
+      lastBackAt: Math.max(...polls.map((p) => p.lastBackAt)),
+      errors: polls.reduce((n, p) => n + p.errors, 0),
+      firstError: polls.find((p) => p.firstError !== null)?.firstError ?? null,
+    };
+  };
   const rollcall = new Rollcall(options.redis, engine);
   const subscriber = new Subscriber(rollcall);
   const subscriptions: Subscription[] = [];
-  const clients: RollcallClient[] = [];
   const stop = async () => {
-    for (const client of clients) client.close();
+    await Promise.all(shares.map((share) => share.stop()));
     await Promise.all(subscriptions.map((s) => s.close()));
     subscriber.close();
     await Promise.all([a.kill(), b.stop()]);
   };
   try {
-    // Socket i goes to gateway i % 2 while A lives, then to B: what a load balancer does.
-    let killed = false;
-    const route = (i: number) => (i % 2 === 0 && !killed ? a.url : b.url);
-    class Routed extends WebSocket {
-      constructor(url: string, protocols: string[]) {
-        super(route(Number(new URL(url).pathname.slice(1))), protocols, {
-          perMessageDeflate: false,
-        });
-      }
-    }
     const published: PresenceEvent[] = [];
     for (let r = 0; r < rooms; r++) {
       subscriptions.push(await subscriber.subscribe(`storm-${r}`, (e) => published.push(e)));
     }
-    let clientErrors = 0;
-    let firstError: string | null = null;
-    const joined: Room[] = [];
-    const opening = options.opening ?? 200;
-    for (let from = 0; from < total; from += opening) {
-      const batch = Array.from({ length: Math.min(opening, total - from) }, (_, k) => from + k);
-      const ready = batch.map((i) => {
-        const user = `s${i}`;
-        const client = new RollcallClient(`ws://storm/${i}`, {
-          token: () => token(user),
-          WebSocket: Routed as unknown as typeof globalThis.WebSocket,
-        });
-        client.on("error", (error) => {
-          clientErrors += 1;
-          firstError ??= `client: ${error.message}`;
-        });
-        clients.push(client);
-        return client.join(roomOf(i));
-      });
-      joined.push(...(await Promise.all(ready)));
-    }
-    const converged = () =>
-      joined.every((room) => room.synced && room.roster.members.length === sizeOf(room.room));
-    const sizeOf = (room: string) =>
-      Math.min(roomSize, total - roomSize * Number(room.slice("storm-".length)));
-    await eventually(converged, timeoutMs, "every replica whole before the storm");
+    const opening = Math.max(1, Math.floor((options.opening ?? 200) / shares.length));
+    await ask({ type: "open", opening });
+    await eventually(
+      async () => (await poll()).converged,
+      timeoutMs,
+      "every replica whole before the storm",
+    );
     await b.stats(false, true);
     const readsBefore = (await b.stats()).snapshotReads;
 
-    // The storm.
+    // The storm: sockets opened from now on go to B, then A dies.
     published.length = 0;
-    const victims = clients.filter((_, i) => i % 2 === 0);
-    const openedAt = new Map<RollcallClient, number>();
-    for (const client of victims) {
-      client.on("status", (status) => {
-        if (status === "open" && killed) openedAt.set(client, performance.now());
-      });
-    }
+    await ask({ type: "route-to-b" });
     const sampler = setInterval(() => void options.sample?.(), 100);
-    const killedAt = performance.now();
-    killed = true;
+    const killedAt = performance.timeOrigin + performance.now();
     await a.kill();
     try {
-      await eventually(() => openedAt.size === victims.length, timeoutMs, "every socket back");
-      const reconnectMs = Math.max(...openedAt.values()) - killedAt;
-      await eventually(converged, timeoutMs, "every replica whole after the storm");
-      const convergeMs = performance.now() - killedAt;
+      let last = await poll();
+      await eventually(
+        async () => (last = await poll()).back === socketsPerGateway,
+        timeoutMs,
+        "every socket back",
+      );
+      const reconnectMs = last.lastBackAt - killedAt;
+      await eventually(
+        async () => (last = await poll()).converged,
+        timeoutMs,
+        "every replica whole after the storm",
+      );
+      const convergeMs = performance.timeOrigin + performance.now() - killedAt;
       // The dead gateway's connections expire (the survivor's Sweeper) while their users stay.
       await eventually(
         async () => {
           const counts = await Promise.all(
             Array.from({ length: rooms }, (_, r) => rollcall.count(`storm-${r}`)),
           );
-          return counts.every((c, r) => c.connections === sizeOf(`storm-${r}`));
+          return counts.every((c, r) => c.connections === sizeOf(`storm-${r}`, total, roomSize));
         },
         timeoutMs + (engine.presenceWindowMs ?? 45_000),
         "the dead gateway's connections expired",
       );
       // Every replica is the room's roster, read in pages.
+      const replicas = await ask<Record<string, string[]>>({ type: "replicas" });
       for (let r = 0; r < rooms; r++) {
         const pages = await rollcall.rosterPages(`storm-${r}`);
         const users = pages.flatMap((p) => p.members.map((m) => m.user)).sort();
-        for (const room of joined.filter((j) => j.room === `storm-${r}`)) {
-          const replica = room.roster.members.map((m) => m.user).sort();
-          if (replica.join() !== users.join()) throw new Error(`a replica of storm-${r} differs`);
+        for (const lists of replicas) {
+          if ((lists[`storm-${r}`] ?? []).some((list) => list !== users.join())) {
+            throw new Error(`a replica of storm-${r} differs`);
+          }
         }
       }
+      last = await poll();
       const after = await b.stats();
       return {
         sockets: total,
         rooms,
-        reconnected: victims.length,
+        processes: shares.length,
+        reconnected: last.back,
         reconnectMs,
         convergeMs,
         snapshotReads: after.snapshotReads - readsBefore,
         leaves: published.filter((e) => e.type === "leave").length,
         joins: published.filter((e) => e.type === "join").length,
-        clientErrors,
+        clientErrors: last.errors,
         gatewayErrors: after.errors,
-        firstError: firstError ?? after.firstError,
+        firstError: last.firstError ?? after.firstError,
         unhandled: after.unhandled,
         loopDelay: after.loopDelay,
       };
