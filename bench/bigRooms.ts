@@ -80,7 +80,7 @@ const LIMITS: Partial<Limits> = { maxBufferedBytes: 256 * 1024 * 1024 };
 /**
  * The deployment's settings. A join's or leave's roster fragment (the first `eventRosterLimit`
  * members) tells nothing of a room of thousands, and was 40 % of each event's bytes on every
- * socket: a deployment of large rooms sets it to 0, as docs/large-rooms.md says, and so does the
+ * socket: a deployment of large rooms sets it to 0 (docs/design.md, "Large rooms"), and so does the
  * bench.
  */
 const ENGINE: RollcallOptions = {
