@@ -15,8 +15,9 @@ const WATCHERS = "bench/watchers.ts";
 const SOCKETS_PER_PROCESS = 5_000;
 
 /**
- * Large rooms: rooms of 10, 1,000 and 10,000 members, every member a socket of one
- * gateway process (protocol version 2: a large room's events come coalesced), while 1 % of the
+ * Large rooms: rooms of 10, 1,000 and 10,000 members, every member a socket of one gateway
+ * process, or of two taking turns where the row says (protocol version 2: a large room's events
+ * come coalesced), while 1 % of the
  * members change each second (half joins, half leaves, by users that come and go). The sockets
  * live in processes of their own (bench/watchers.ts). Measured: the latency from the call to the
  * event's arrival on the sampled sockets (each of them parses every frame; the others only count
@@ -25,9 +26,16 @@ const SOCKETS_PER_PROCESS = 5_000;
  * of `storm.socketsPerGateway` sockets, one SIGKILLed.
  */
 
+export interface BigRoomsShape {
+  roomSize: number;
+  rooms: number;
+  gateways?: number;
+}
+
 export interface BigRoomsProfile {
-  /** Each row: `rooms` rooms of `roomSize` sockets (about the same sockets in every row). */
-  rows: { roomSize: number; rooms: number }[];
+  /** Each row: `rooms` rooms of `roomSize` sockets (about the same sockets in every row), on
+   * `gateways` gateway processes (1 unless said; the sockets' processes take turns). */
+  rows: BigRoomsShape[];
   /** Members who change per second, as a share of the members. */
   churn: number;
   runMs: number;
@@ -39,6 +47,7 @@ export interface BigRoomsProfile {
 export interface BigRoomsRow {
   roomSize: number;
   rooms: number;
+  gateways: number;
   sockets: number;
   seconds: number;
   /** Events published (joins and leaves), and delivered (each to every socket of its room). */
@@ -54,7 +63,7 @@ export interface BigRoomsRow {
   gatewayUsPerEvent: number;
   /** Redis CPU per event, µs (the calls that publish them, and their pub/sub messages). */
   redisUsPerEvent: number;
-  /** The gateway's event-loop delay over the run, ms. */
+  /** The gateway's event-loop delay over the run (the worst gateway's), ms. */
   loopDelayP99: number;
   /** Sockets the gateway closed (slow consumer) or errors it reported. */
   closed: number;
@@ -129,12 +138,28 @@ export async function benchBigRooms(
 async function churnRow(
   lab: Lab,
   profile: BigRoomsProfile,
-  { roomSize, rooms }: { roomSize: number; rooms: number },
+  { roomSize, rooms, gateways: processes = 1 }: BigRoomsShape,
   progress: Progress,
 ): Promise<BigRoomsRow> {
   await lab.flush();
-  const label = `big rooms: ${rooms} × ${roomSize}`;
-  const gateway = await GatewayChild.start(lab.url, false, { engine: ENGINE, limits: LIMITS });
+  const on = processes > 1 ? ` on ${processes} gateways` : "";
+  const label = `big rooms: ${rooms} × ${roomSize}${on}`;
+  const gateways = await Promise.all(
+    Array.from({ length: processes }, () =>
+      GatewayChild.start(lab.url, false, { engine: ENGINE, limits: LIMITS }),
+    ),
+  );
+  const gatewayStats = async (resetLoop = false) => {
+    const all = await Promise.all(gateways.map((g) => g.stats(false, resetLoop)));
+    const sum = (field: "cpuUs" | "connections" | "errors") =>
+      all.reduce((n, s) => n + s[field], 0);
+    return {
+      cpuUs: sum("cpuUs"),
+      connections: sum("connections"),
+      errors: sum("errors"),
+      loopDelayP99: Math.max(...all.map((s) => s.loopDelay.p99)),
+    };
+  };
   const rollcall = new Rollcall(lab.connect(), ENGINE);
   const sockets = roomSize * rooms;
   // The sockets live in processes of their own, a few thousand each, as browsers would on many
@@ -142,7 +167,7 @@ async function churnRow(
   const shares: KitChild[] = [];
   for (let from = 0; from < sockets; from += SOCKETS_PER_PROCESS) {
     const share: WatchersSettings = {
-      url: gateway.url,
+      urls: gateways.map((g) => g.url),
       from,
       to: Math.min(sockets, from + SOCKETS_PER_PROCESS),
       rooms,
@@ -203,7 +228,7 @@ async function churnRow(
           await rollcall.heartbeat(room, user, `c-${user}`);
         }
       };
-      const cpuBefore = (await gateway.stats(false, true)).cpuUs;
+      const cpuBefore = (await gatewayStats(true)).cpuUs;
       const redisBefore = await redisCpuSeconds(lab.admin);
       await ask({ type: "reset" });
       const perSecond = sockets * profile.churn;
@@ -219,7 +244,7 @@ async function churnRow(
       const seconds = (performance.now() - started) / 1000;
       // What is on its way arrives (the coalescing interval, the sockets' queues), all timed.
       await settled();
-      const stats = await gateway.stats();
+      const stats = await gatewayStats();
       const redisCpu = (await redisCpuSeconds(lab.admin)) - redisBefore;
       const gatewayUs = stats.cpuUs - cpuBefore;
       const deliveries = issued * roomSize;
@@ -231,6 +256,7 @@ async function churnRow(
       return {
         roomSize,
         rooms,
+        gateways: processes,
         sockets,
         seconds: round(seconds, 1),
         events: issued,
@@ -241,7 +267,7 @@ async function churnRow(
         gatewayUsPerDelivery: round(gatewayUs / Math.max(1, deliveries), 2),
         gatewayUsPerEvent: Math.round(gatewayUs / Math.max(1, issued)),
         redisUsPerEvent: Math.round((redisCpu * 1e6) / Math.max(1, issued)),
-        loopDelayP99: round(stats.loopDelay.p99, 1),
+        loopDelayP99: round(stats.loopDelayP99, 1),
         closed: sockets - stats.connections,
         errors: stats.errors,
       };
@@ -249,9 +275,9 @@ async function churnRow(
   } finally {
     await progress.step(`${label}: close`, async () => {
       await ask({ type: "close" }).catch(() => undefined);
-      await gateway.drained().catch(() => undefined);
+      await Promise.all(gateways.map((g) => g.drained().catch(() => undefined)));
       await Promise.all(shares.map((share) => share.stop()));
-      await gateway.stop();
+      await Promise.all(gateways.map((g) => g.stop()));
     });
   }
 }
@@ -318,7 +344,7 @@ export function bigRoomsMarkdown(
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...results.rows.map(
       (r) =>
-        `| ${r.roomSize.toLocaleString("en")} × ${r.rooms} | ${r.events} | ${r.latencyMs.p50} / ${r.latencyMs.p99} | ${r.framesPerSocketPerSec} | ${r.bytesPerSocketPerSec.toLocaleString("en")} | ${r.gatewayUsPerDelivery} | ${r.gatewayUsPerEvent} | ${r.redisUsPerEvent} | ${r.loopDelayP99} | ${r.closed} / ${r.errors} |`,
+        `| ${r.roomSize.toLocaleString("en")} × ${r.rooms}${r.gateways > 1 ? ` (${r.gateways} gateways)` : ""} | ${r.events} | ${r.latencyMs.p50} / ${r.latencyMs.p99} | ${r.framesPerSocketPerSec} | ${r.bytesPerSocketPerSec.toLocaleString("en")} | ${r.gatewayUsPerDelivery} | ${r.gatewayUsPerEvent} | ${r.redisUsPerEvent} | ${r.loopDelayP99} | ${r.closed} / ${r.errors} |`,
     ),
     "",
     "## Reconnect storm",

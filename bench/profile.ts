@@ -120,6 +120,8 @@ export const FULL: Profile = {
       { roomSize: 10, rooms: 1_000 },
       { roomSize: 1_000, rooms: 10 },
       { roomSize: 10_000, rooms: 1 },
+      // The same room spread over two gateways, as a load balancer would.
+      { roomSize: 10_000, rooms: 1, gateways: 2 },
     ],
     churn: 0.01,
     runMs: 20_000,
@@ -180,6 +182,7 @@ export const SMOKE: Profile = {
       { roomSize: 10, rooms: 20 },
       { roomSize: 100, rooms: 2 },
       { roomSize: 300, rooms: 1 },
+      { roomSize: 300, rooms: 1, gateways: 2 },
     ],
     churn: 0.01,
     runMs: 3_000,

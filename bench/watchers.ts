@@ -13,7 +13,8 @@ import { forEachInFlight } from "./drive.js";
 import { histogram } from "./stats.js";
 
 export interface WatchersSettings {
-  url: string;
+  /** The gateways: socket i connects to `urls[i % urls.length]`. */
+  urls: string[];
   /** The share's sockets: socket i is member `m<i>` of room `big-<i % rooms>`. */
   from: number;
   to: number;
@@ -96,7 +97,8 @@ async function open(i: number): Promise<void> {
   const sampled = i % settings.sampledEvery === 0;
   // The load generator spends its CPU on what the gateway sends, not on checking it (a browser
   // would check the UTF-8 of every frame, on a machine of its own).
-  const ws = new WebSocket(settings.url, [SUBPROTOCOL_V2, BEARER_PROTOCOL + (await token(user))], {
+  const url = settings.urls[i % settings.urls.length]!;
+  const ws = new WebSocket(url, [SUBPROTOCOL_V2, BEARER_PROTOCOL + (await token(user))], {
     perMessageDeflate: false,
     skipUTF8Validation: true,
   });

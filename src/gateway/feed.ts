@@ -68,7 +68,7 @@ const encode = (frame: object) => Buffer.from(JSON.stringify(frame));
  */
 export class RoomFeed<S> {
   readonly deliveries = new Map<S, Delivery>();
-  private readonly events = new Sequencer((event) => this.pass(event));
+  private events = this.sequencer();
   private started = false;
   /** The last event log entry id this feed knows it has everything up to (log on). */
   private logId: string | undefined;
@@ -164,11 +164,26 @@ export class RoomFeed<S> {
     this.flushedAt = performance.now();
   }
 
+  /**
+   * No socket gets the room's events (it is only watched for its count) and the feed lost
+   * track: it starts over from the next socket's snapshot, as a new feed would.
+   */
+  forget(): void {
+    this.stop();
+    this.events = this.sequencer();
+    this.started = false;
+    this.logId = undefined;
+  }
+
   /** Stops the flush timer (the room is closed). */
   stop(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.pending = [];
+  }
+
+  private sequencer(): Sequencer {
+    return new Sequencer((event) => this.pass(event));
   }
 
   private pass(event: PresenceEvent): void {

@@ -269,6 +269,12 @@ export class Rooms {
       if (reason === "gap" && pause > 0) await entry.pause.wait(pause);
       if (entry.closed) return;
       try {
+        // A room only watched needs its count again, not its members: one count read.
+        if (entry.feed.deliveries.size === 0) {
+          entry.feed.forget();
+          await (entry.countRead ??= this.readCount(room, entry));
+          continue;
+        }
         const after = entry.feed.log;
         if (this.rollcall.settings.logLength > 0 && after !== undefined) {
           const events = await this.rollcall.readLog(room, after);

@@ -8,8 +8,9 @@ import {
   type ServerFrame,
 } from "../../src/gateway/index.js";
 import type { MeterLike } from "../../src/engine/metrics.js";
-import { Replica, type PresenceEvent } from "../../src/index.js";
+import { Replica, Rollcall, Subscriber, type PresenceEvent } from "../../src/index.js";
 import { closeGateways, connect, SHORT, startGateway, token } from "../kit/gateway.js";
+import { IMMEDIATE, client } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
 
 /** A raw socket of one protocol version, and every frame it got. */
@@ -141,6 +142,47 @@ describe("large rooms on the gateway", () => {
     old.send({ type: "watch", room: "counted", ref: "w" });
     await eventually(() => old.of("error").length === 1);
     expect(old.of("error")[0]).to.include({ code: "UNKNOWN_FRAME", ref: "w" });
+  });
+
+  it("reads a watched room's count again, not its roster, when the subscriber connection comes back; a member joining after still gets every event", async () => {
+    const { meter, sums } = testMeter();
+    // A window long enough that carl, who beats once, stays present throughout.
+    const engine = { ...SHORT, presenceWindowMs: 60_000, keyTtlMs: 180_000, meter };
+    const rollcall = new Rollcall(client(), { ...IMMEDIATE, ...engine });
+    // The gateway's subscriber misses carl's join, as one whose connection dropped would.
+    let missed = 0;
+    const subscriber = new Subscriber(rollcall, {
+      relay: (_channel, message, deliver) =>
+        message.includes('"carl"') && missed === 0 ? (missed += 1) : deliver(message),
+    });
+    const { url } = await startGateway({ subscriber, countIntervalMs: 50 }, engine);
+    const watcher = await Peer.open(url, "ann", 2);
+    watcher.send({ type: "watch", room: "lobby", ref: "w" });
+    // A member comes and goes: the room's feed has followed it, and is left watched only.
+    const bob = await Peer.open(url, "bob", 2);
+    bob.send({ type: "join", room: "lobby", ref: "j" });
+    await eventually(() => watcher.of("count").at(-1)?.count === 1);
+    bob.send({ type: "leave", room: "lobby", ref: "l" });
+    await eventually(() => watcher.of("count").at(-1)?.count === 0);
+    await rollcall.heartbeat("lobby", "carl", "c");
+    await eventually(() => missed === 1);
+    const before = reads(sums);
+
+    await rollcall.redis.call("CLIENT", "KILL", "TYPE", "pubsub");
+    await eventually(() => watcher.of("count").at(-1)?.count === 1, 5_000);
+    expect(reads(sums)).to.equal(before);
+
+    bob.send({ type: "join", room: "lobby", ref: "j2" });
+    await eventually(() => bob.of("snapshot").length === 2);
+    const snapshot = bob.of("snapshot")[1]!;
+    expect(snapshot.roster.members.map((m) => m.user)).to.deep.equal(["bob", "carl"]);
+    await rollcall.heartbeat("lobby", "dan", "d");
+    await rollcall.leave("lobby", "carl", "c");
+    await eventually(() => bob.events().at(-1)?.user === "carl");
+    const after = bob.events().filter((e) => e.seq > snapshot.roster.seq);
+    expect(after.map((e) => `${e.type} ${e.user}`)).to.deep.equal(["join dan", "leave carl"]);
+    expectChain(after, snapshot.roster.seq);
+    subscriber.close();
   });
 
   it("gives the browser client a watched room's count", async () => {
