@@ -8,7 +8,7 @@ import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
 import { histogram, info, percentiles, redisCpuSeconds, type Percentiles } from "./stats.js";
 import { storm, type StormResult } from "../test/kit/storm.js";
-import type { Received, WatchersRequest, WatchersSettings } from "./watchers.js";
+import type { Received, Timed, WatchersRequest, WatchersSettings } from "./watchers.js";
 
 const WATCHERS = "bench/watchers.ts";
 /** Sockets in each process of the bench's clients. */
@@ -53,8 +53,10 @@ export interface BigRoomsRow {
   /** Events published (joins and leaves), and delivered (each to every socket of its room). */
   events: number;
   deliveries: number;
-  /** From the call to the event's arrival on a sampled socket, ms. */
+  /** From when the call was due to the event's arrival on a sampled socket, ms. */
   latencyMs: Percentiles;
+  /** Events a sampled socket should have got and did not (by the end of the run). */
+  lost: number;
   /** Frames and bytes a socket received per second, on average over every socket. */
   framesPerSocketPerSec: number;
   bytesPerSocketPerSec: number;
@@ -147,11 +149,27 @@ async function churnRow(
   await lab.flush();
   const on = processes > 1 ? ` on ${processes} gateways` : "";
   const label = `big rooms: ${rooms} × ${roomSize}${on}`;
-  const gateways = await Promise.all(
-    Array.from({ length: processes }, () =>
-      GatewayChild.start(lab.url, false, { engine: ENGINE, limits: LIMITS }),
-    ),
-  );
+  const rollcall = new Rollcall(lab.connect(), ENGINE);
+  const sockets = roomSize * rooms;
+  const gateways: GatewayChild[] = [];
+  // The sockets live in processes of their own, a few thousand each, as browsers would on many
+  // machines: the bench's process makes the calls and adds up.
+  const shares: KitChild[] = [];
+  const ask = <T>(request: WatchersRequest) =>
+    Promise.all(shares.map((share) => share.request<T>(request)));
+  const received = async () => {
+    const all = await ask<Received>({ type: "received" });
+    const sum = (field: keyof Received) => all.reduce((n, r) => n + r[field], 0);
+    return { frames: sum("frames"), bytes: sum("bytes"), total: sum("total") };
+  };
+  /** Resolves once the sockets have received nothing for a second. */
+  const settled = async () => {
+    for (let last = -1, now = 0; now !== last;) {
+      last = now;
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      now = (await received()).total;
+    }
+  };
   const gatewayStats = async (resetLoop = false) => {
     const all = await Promise.all(gateways.map((g) => g.stats(false, resetLoop)));
     const sum = (field: "cpuUs" | "connections" | "errors") =>
@@ -163,42 +181,22 @@ async function churnRow(
       loopDelayP99: Math.max(...all.map((s) => s.loopDelay.p99)),
     };
   };
-  const rollcall = new Rollcall(lab.connect(), ENGINE);
-  const sockets = roomSize * rooms;
-  // The sockets live in processes of their own, a few thousand each, as browsers would on many
-  // machines: the bench's process makes the calls and adds up.
-  const shares: KitChild[] = [];
-  for (let from = 0; from < sockets; from += SOCKETS_PER_PROCESS) {
-    const share: WatchersSettings = {
-      urls: gateways.map((g) => g.url),
-      from,
-      to: Math.min(sockets, from + SOCKETS_PER_PROCESS),
-      rooms,
-      sampledEvery: Math.max(1, Math.floor(sockets / profile.sampled)),
-      opening: 100,
-    };
-    shares.push(KitChild.start(WATCHERS, share));
-  }
-  const ask = <T>(request: WatchersRequest) =>
-    Promise.all(shares.map((share) => share.request<T>(request)));
-  const received = async () => {
-    const all = await ask<Received>({ type: "received" });
-    const sum = (field: keyof Received) => all.reduce((n, r) => n + r[field], 0);
-    return { frames: sum("frames"), bytes: sum("bytes"), total: sum("total") };
-  };
-  /** Resolves once the sockets have received nothing for 300 ms. */
-  const settled = async () => {
-    for (let last = -1, now = 0; now !== last;) {
-      last = now;
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      now = (await received()).total;
-    }
-  };
-  /** When each churn call was made (epoch ms), by "type user". */
-  const calledAt: Record<string, number> = {};
-  const epochNow = () => performance.timeOrigin + performance.now();
   try {
     await progress.step(`${label}: open and join`, async () => {
+      for (let g = 0; g < processes; g++) {
+        gateways.push(await GatewayChild.start(lab.url, false, { engine: ENGINE, limits: LIMITS }));
+      }
+      for (let from = 0; from < sockets; from += SOCKETS_PER_PROCESS) {
+        const share: WatchersSettings = {
+          urls: gateways.map((g) => g.url),
+          from,
+          to: Math.min(sockets, from + SOCKETS_PER_PROCESS),
+          rooms,
+          sampledEvery: Math.max(1, Math.floor(sockets / profile.sampled)),
+          opening: 100,
+        };
+        shares.push(KitChild.start(WATCHERS, share));
+      }
       // Every member is present first (a connection of the bench's own), so that the sockets'
       // joins publish nothing: the set-up is not N² join deliveries, only N snapshots.
       await rollcall.heartbeatMany(
@@ -214,20 +212,25 @@ async function churnRow(
     });
 
     return await progress.step(`${label}: churn`, async () => {
+      /** When each churn call was due (epoch ms), by "type user": a call that goes out late
+       * because the bench's loop stalled counts its wait too. */
+      const calledAt: Record<string, number> = {};
+      const eventsOf = Array.from({ length: rooms }, () => 0);
       const churners = Array.from({ length: rooms }, () => [] as string[]);
       let next = 0;
-      const churn = async () => {
+      const churn = async (dueAt: number) => {
         const r = Math.floor(Math.random() * rooms);
         const present = churners[r]!;
         const room = `big-${r}`;
+        eventsOf[r]! += 1;
         if (present.length >= CHURNERS || (present.length > 0 && Math.random() < 0.5)) {
           const user = present.shift()!;
-          calledAt[`leave ${user}`] = epochNow();
+          calledAt[`leave ${user}`] = dueAt;
           await rollcall.leave(room, user, `c-${user}`);
         } else {
           const user = `churn-${next++}`;
           present.push(user);
-          calledAt[`join ${user}`] = epochNow();
+          calledAt[`join ${user}`] = dueAt;
           await rollcall.heartbeat(room, user, `c-${user}`);
         }
       };
@@ -238,10 +241,14 @@ async function churnRow(
       const started = performance.now();
       let issued = 0;
       const calls: Promise<void>[] = [];
-      while (performance.now() - started < profile.runMs) {
-        const due = Math.floor(((performance.now() - started) / 1000) * perSecond);
-        for (; issued < due; issued++) calls.push(churn());
-        await new Promise((resolve) => setTimeout(resolve, 5));
+      // Each call at its due time; those a stall made late go at once, timed from when due.
+      for (;;) {
+        const dueAt = started + ((issued + 1) / perSecond) * 1000;
+        if (dueAt - started > profile.runMs) break;
+        const wait = dueAt - performance.now();
+        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+        calls.push(churn(performance.timeOrigin + dueAt));
+        issued += 1;
       }
       await Promise.all(calls);
       const seconds = (performance.now() - started) / 1000;
@@ -253,8 +260,10 @@ async function churnRow(
       const deliveries = issued * roomSize;
       const { frames, bytes } = await received();
       const latency = histogram();
-      for (const encoded of await ask<string>({ type: "latencies", calledAt })) {
-        latency.add(decodeFromCompressedBase64(encoded));
+      let expected = 0;
+      for (const timed of await ask<Timed>({ type: "latencies", calledAt })) {
+        latency.add(decodeFromCompressedBase64(timed.histogram));
+        timed.sampled.forEach((n, r) => (expected += n * eventsOf[r]!));
       }
       return {
         roomSize,
@@ -265,6 +274,7 @@ async function churnRow(
         events: issued,
         deliveries,
         latencyMs: scaled(percentiles(latency), 1 / 1000),
+        lost: expected - latency.totalCount,
         framesPerSocketPerSec: round(frames / sockets / seconds, 1),
         bytesPerSocketPerSec: Math.round(bytes / sockets / seconds),
         gatewayUsPerDelivery: round(gatewayUs / Math.max(1, deliveries), 2),
@@ -344,11 +354,11 @@ export function bigRoomsMarkdown(
     "",
     `${meta.cores} cores (${meta.cpu}), one redis-server, gateways as processes of their own (protocol v2, large rooms coalesced every 50 ms from 100 members, events without roster fragments: \`eventRosterLimit: 0\`), the sockets in processes of ${SOCKETS_PER_PROCESS.toLocaleString("en")}, all on the same cores. Churn: ${results.churn * 100} % of each room's members per second, half joins and half leaves. Generated by \`tsx bench/main.ts --only big-rooms\`.`,
     "",
-    "| room size × rooms | events | latency p50 / p99 (ms) | frames / socket / s | bytes / socket / s | gateway µs / delivery | gateway µs / event | gateway µs / frame | Redis µs / event | loop delay p99 (ms) | closed / errors |",
+    "| room size × rooms | events | latency p50 / p99 (ms) | frames / socket / s | bytes / socket / s | gateway µs / delivery | gateway µs / event | gateway µs / frame | Redis µs / event | loop delay p99 (ms) | lost / closed / errors |",
     "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ...results.rows.map(
       (r) =>
-        `| ${r.roomSize.toLocaleString("en")} × ${r.rooms}${r.gateways > 1 ? ` (${r.gateways} gateways)` : ""} | ${r.events} | ${r.latencyMs.p50} / ${r.latencyMs.p99} | ${r.framesPerSocketPerSec} | ${r.bytesPerSocketPerSec.toLocaleString("en")} | ${r.gatewayUsPerDelivery} | ${r.gatewayUsPerEvent} | ${r.gatewayUsPerFrame} | ${r.redisUsPerEvent} | ${r.loopDelayP99} | ${r.closed} / ${r.errors} |`,
+        `| ${r.roomSize.toLocaleString("en")} × ${r.rooms}${r.gateways > 1 ? ` (${r.gateways} gateways)` : ""} | ${r.events} | ${r.latencyMs.p50} / ${r.latencyMs.p99} | ${r.framesPerSocketPerSec} | ${r.bytesPerSocketPerSec.toLocaleString("en")} | ${r.gatewayUsPerDelivery} | ${r.gatewayUsPerEvent} | ${r.gatewayUsPerFrame} | ${r.redisUsPerEvent} | ${r.loopDelayP99} | ${r.lost} / ${r.closed} / ${r.errors} |`,
     ),
     "",
     "## Reconnect storm",

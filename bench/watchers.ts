@@ -19,7 +19,8 @@ export interface WatchersSettings {
   from: number;
   to: number;
   rooms: number;
-  /** Every `sampledEvery`-th socket parses its frames and times its events. */
+  /** One socket in `sampledEvery` parses its frames and times its events (picked by a hash of
+   * its number, so that the sampled ones spread over every room and gateway). */
   sampledEvery: number;
   /** Sockets opened at once. */
   opening: number;
@@ -32,10 +33,17 @@ export type WatchersRequest =
   | { type: "received" }
   /** Counts and arrivals start over: the measured run begins. */
   | { type: "reset" }
-  /** The latencies of the arrivals since the reset, from when each call was made ("type user"
-   * → epoch ms), in µs, as a compressed HDR histogram. */
+  /** The latencies of the arrivals since the reset, from when each call was due ("type user"
+   * → epoch ms): see Timed. */
   | { type: "latencies"; calledAt: Record<string, number> }
   | { type: "close" };
+
+export interface Timed {
+  /** µs, as a compressed HDR histogram. */
+  histogram: string;
+  /** Sampled sockets by room number: each should have timed every event of its room. */
+  sampled: number[];
+}
 
 export interface Received {
   frames: number;
@@ -47,6 +55,7 @@ export interface Received {
 const epochNow = () => performance.timeOrigin + performance.now();
 
 const sockets: WebSocket[] = [];
+const sampledPerRoom: number[] = [];
 const received: Received = { frames: 0, bytes: 0, total: 0 };
 /** Arrival times on the sampled sockets, by "type user". */
 let arrivals = new Map<string, number[]>();
@@ -75,14 +84,23 @@ const settings = answer<WatchersSettings>(async (request: WatchersRequest) => {
   }
 });
 
-function latencies(calledAt: Record<string, number>): string {
+function latencies(calledAt: Record<string, number>): Timed {
   const h = histogram();
   for (const [key, times] of arrivals) {
     const called = calledAt[key];
     if (called === undefined) continue;
     for (const at of times) h.recordValue(Math.max(1, Math.round((at - called) * 1000)));
   }
-  return encodeIntoCompressedBase64(h);
+  const sampled = Array.from({ length: settings.rooms }, (_, r) => sampledPerRoom[r] ?? 0);
+  return { histogram: encodeIntoCompressedBase64(h), sampled };
+}
+
+/** A hash of the socket's number (its bits mixed): which sockets are sampled owes nothing to
+ * rooms or gateways. */
+function sampledSocket(i: number): boolean {
+  let h = Math.imul(i ^ (i >>> 16), 0x45d9f3b);
+  h = Math.imul(h ^ (h >>> 16), 0x45d9f3b);
+  return ((h ^ (h >>> 16)) >>> 0) % settings.sampledEvery === 0;
 }
 
 function note(key: string, at: number): void {
@@ -93,8 +111,10 @@ function note(key: string, at: number): void {
 
 async function open(i: number): Promise<void> {
   const user = `m${i}`;
-  const room = `big-${i % settings.rooms}`;
-  const sampled = i % settings.sampledEvery === 0;
+  const r = i % settings.rooms;
+  const room = `big-${r}`;
+  const sampled = sampledSocket(i);
+  if (sampled) sampledPerRoom[r] = (sampledPerRoom[r] ?? 0) + 1;
   // The load generator spends its CPU on what the gateway sends, not on checking it (a browser
   // would check the UTF-8 of every frame, on a machine of its own).
   const url = settings.urls[i % settings.urls.length]!;
@@ -106,6 +126,9 @@ async function open(i: number): Promise<void> {
   let joined = false;
   await new Promise<void>((resolve, reject) => {
     ws.once("error", reject);
+    ws.once("close", (code) =>
+      reject(new Error(`${user}'s socket closed (${code}) before its snapshot`)),
+    );
     ws.on("message", (data: RawData) => {
       const at = epochNow();
       const buffer = data as Buffer;

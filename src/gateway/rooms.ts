@@ -269,10 +269,11 @@ export class Rooms {
       if (reason === "gap" && pause > 0) await entry.pause.wait(pause);
       if (entry.closed) return;
       try {
-        // A room only watched needs its count again, not its members: one count read.
+        // A room only watched needs its count again, not its members: one count read, started
+        // now (a read under way began before what was missed), shared by watchers meanwhile.
         if (entry.feed.deliveries.size === 0) {
           entry.feed.forget();
-          await (entry.countRead ??= this.readCount(room, entry));
+          await (entry.countRead = this.readCount(room, entry));
           continue;
         }
         const after = entry.feed.log;
@@ -318,15 +319,18 @@ export class Rooms {
   }
 
   /** The count of a room nobody watched, read once for the watchers that come together. */
-  private async readCount(room: string, entry: Room): Promise<number> {
+  private readCount(room: string, entry: Room): Promise<number> {
     const mark = entry.counts.mark;
-    try {
-      const { users } = await this.rollcall.count(room);
-      entry.counts.read(users, mark);
-      return entry.counts.count ?? users;
-    } finally {
-      entry.countRead = null;
-    }
+    const read: Promise<number> = this.rollcall
+      .count(room)
+      .then(({ users }) => {
+        entry.counts.read(users, mark);
+        return entry.counts.count ?? users;
+      })
+      .finally(() => {
+        if (entry.countRead === read) entry.countRead = null;
+      });
+    return read;
   }
 
   private shut(entry: Room): void {

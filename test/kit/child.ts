@@ -23,6 +23,8 @@ export class KitChild {
 
   private constructor(private readonly child: ChildProcess) {
     this.exited = new Promise((resolve) => child.once("exit", resolve));
+    // A request sent to a child that has gone fails; the error must not crash the parent.
+    child.on("error", () => undefined);
     child.on("message", (answer: Answer) => {
       this.waiting.get(answer.id)?.(answer);
       this.waiting.delete(answer.id);
@@ -49,6 +51,10 @@ export class KitChild {
   request<T>(request: unknown, timeoutMs = 120_000): Promise<T> {
     const id = this.next++;
     return new Promise<T>((resolve, reject) => {
+      if (!this.child.connected) {
+        reject(new Error("the kit process has exited"));
+        return;
+      }
       const timer = setTimeout(() => {
         this.waiting.delete(id);
         reject(new Error(`a kit process did not answer within ${timeoutMs} ms`));
