@@ -377,13 +377,13 @@ export function bigRoomsMarkdown(
           "",
         ]
       : []),
-    "| sockets | rooms | reconnected | all back (ms) | converged (ms) | snapshot reads | leaves / joins | Redis peak memory | Redis CPU (cores) | survivor loop delay p99 / max (ms) | errors |",
-    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    "| sockets | rooms | reconnected | half back (ms) | all back (ms) | converged (ms) | snapshot reads | leaves / joins | Redis peak memory | Redis CPU (cores) | survivor loop delay p99 / max (ms) | errors |",
+    "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     (() => {
       const s = results.storm;
-      if ("failure" in s) return `| ${2 * s.asked} | | failed | | | | | | | | |`;
+      if ("failure" in s) return `| ${2 * s.asked} | | failed | | | | | | | | | |`;
       const mib = (s.redisPeakMemory / 1048576).toFixed(1);
-      return `| ${s.sockets} | ${s.rooms} | ${s.reconnected} | ${Math.round(s.reconnectMs)} | ${Math.round(s.convergeMs)} | ${s.snapshotReads} | ${s.leaves} / ${s.joins} | ${mib} MiB | ${s.redisCpu} | ${round(s.loopDelay.p99, 1)} / ${round(s.loopDelay.max, 1)} | ${s.clientErrors + s.gatewayErrors + s.unhandled} |`;
+      return `| ${s.sockets} | ${s.rooms} | ${s.reconnected} | ${Math.round(s.halfBackMs)} | ${Math.round(s.reconnectMs)} | ${Math.round(s.convergeMs)} | ${s.snapshotReads} | ${s.leaves} / ${s.joins} | ${mib} MiB | ${s.redisCpu} | ${round(s.loopDelay.p99, 1)} / ${round(s.loopDelay.max, 1)} | ${s.clientErrors + s.gatewayErrors + s.unhandled} |`;
     })(),
     "",
   ];

@@ -33,6 +33,8 @@ import {
 } from "./upgrade.js";
 
 const SESSION = Symbol("session");
+/** Connections waiting to be accepted, at most (Linux caps it at net.core.somaxconn). */
+const ACCEPT_BACKLOG = 65_535;
 type Tagged = WebSocket & { [SESSION]: Session };
 
 function onPong(this: WebSocket): void {
@@ -275,7 +277,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (this.verify) await this.verify;
     await new Promise<void>((resolve, reject) => {
       server.once("error", reject);
-      server.listen(port, host, () => resolve());
+      // The accept queue as long as the kernel allows (net.core.somaxconn caps it): a gateway's
+      // share of a reconnect storm arrives within a second, and a connection the queue drops
+      // waits for its SYN to be sent again (1 s, then 3 s, …) before its backoff even starts.
+      server.listen({ port, host, backlog: ACCEPT_BACKLOG }, () => resolve());
     });
     return server.address() as AddressInfo;
   }

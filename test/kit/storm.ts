@@ -64,6 +64,8 @@ export interface StormResult {
   reconnected: number;
   /** From the SIGKILL to the last of them open again, and to every replica matching its room. */
   reconnectMs: number;
+  /** From the SIGKILL to half of them open again. */
+  halfBackMs: number;
   convergeMs: number;
   /** The survivor's snapshot reads for the rejoins (sockets that join together share one). */
   snapshotReads: number;
@@ -155,6 +157,8 @@ export async function storm(options: StormOptions): Promise<StormResult> {
         "every socket back",
       );
       const reconnectMs = last.lastBackAt - killedAt;
+      const backTimes = (await ask<number[]>({ type: "back-times" })).flat().sort((x, y) => x - y);
+      const halfBackMs = backTimes[Math.floor((backTimes.length - 1) / 2)]! - killedAt;
       await eventually(
         async () => (last = await poll()).converged,
         timeoutMs,
@@ -191,6 +195,7 @@ export async function storm(options: StormOptions): Promise<StormResult> {
         processes: shares.length,
         reconnected: last.back,
         reconnectMs,
+        halfBackMs,
         convergeMs,
         snapshotReads: after.snapshotReads - readsBefore,
         leaves: published.filter((e) => e.type === "leave").length,

@@ -25,6 +25,8 @@ export type StormClientsRequest =
   /** A is about to be killed: every socket opened from now on goes to B. */
   | { type: "route-to-b" }
   | { type: "poll" }
+  /** When each socket of A opened again on B (epoch ms). */
+  | { type: "back-times" }
   /** Each room's replicas, as the distinct lists of their users (sorted, joined by commas). */
   | { type: "replicas" };
 
@@ -56,6 +58,8 @@ const settings = answer<StormClientsSettings>(async (request: StormClientsReques
       return null;
     case "poll":
       return poll();
+    case "back-times":
+      return [...backAt.values()];
     case "replicas":
       return replicas();
   }
