@@ -290,7 +290,7 @@ async function churnRow(
     await progress.step(`${label}: close`, async () => {
       await ask({ type: "close" }).catch(() => undefined);
       await Promise.all(gateways.map((g) => g.drained().catch(() => undefined)));
-      await Promise.all(shares.map((share) => share.stop()));
+      await Promise.all(shares.map((share) => share.kill()));
       await Promise.all(gateways.map((g) => g.stop()));
     });
   }

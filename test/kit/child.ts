@@ -37,9 +37,10 @@ export class KitChild {
     });
   }
 
-  /** Starts `module` (a path under the repository) with its settings as JSON in KIT_CHILD. */
-  static start(module: string, settings: unknown): KitChild {
-    const child = spawn(process.execPath, ["--import", "tsx", module], {
+  /** Starts `module` (a path under the repository) with its settings as JSON in KIT_CHILD, and
+   * any flags for node. */
+  static start(module: string, settings: unknown, flags: readonly string[] = []): KitChild {
+    const child = spawn(process.execPath, [...flags, "--import", "tsx", module], {
       cwd: ROOT,
       env: { ...process.env, KIT_CHILD: JSON.stringify(settings) },
       stdio: ["ignore", "inherit", "inherit", "ipc"],
@@ -68,8 +69,12 @@ export class KitChild {
     });
   }
 
-  /** Ends the process (at once: what it held is of no more use). */
-  async stop(): Promise<void> {
+  get pid(): number {
+    return this.child.pid!;
+  }
+
+  /** Kills the process at once (SIGKILL): what it held drops, nothing is closed. */
+  async kill(): Promise<void> {
     if (this.child.exitCode !== null || this.child.signalCode !== null) return;
     this.child.kill("SIGKILL");
     await this.exited;

@@ -1,15 +1,9 @@
-import { spawn, type ChildProcess } from "node:child_process";
 import { setTimeout as sleep } from "node:timers/promises";
-import { fileURLToPath } from "node:url";
 import { SignJWT } from "jose";
 import type { Limits } from "../../src/gateway/index.js";
 import type { RollcallOptions } from "../../src/index.js";
-import type {
-  FromGateway,
-  GatewayProcessConfig,
-  GatewayStats,
-  ToGateway,
-} from "./gatewayProcess.js";
+import { KitChild } from "./child.js";
+import type { GatewayProcessConfig, GatewayStats, ToGateway } from "./gatewayProcess.js";
 
 /**
  * Gateway processes of their own (test/kit/gatewayProcess.ts) for the bench and the storm fault
@@ -34,8 +28,7 @@ const LIMITS: Partial<Limits> = {
 /** No pings while measuring (the demo pings every 2 s, the default every 15 s). */
 const PING_MS = 3_600_000;
 const TIMEOUT_MS = 10_000;
-const PROCESS = fileURLToPath(new URL("./gatewayProcess.ts", import.meta.url));
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const PROCESS = "test/kit/gatewayProcess.ts";
 
 export interface GatewaySetup {
   engine?: RollcallOptions;
@@ -44,22 +37,16 @@ export interface GatewaySetup {
 }
 
 export class GatewayChild {
-  private readonly waiting = new Map<number, (stats: GatewayStats) => void>();
-  private next = 0;
-
   private constructor(
-    readonly child: ChildProcess,
+    private readonly kit: KitChild,
     readonly url: string,
-    readonly exited: Promise<number | null>,
-  ) {
-    child.on("message", (message: FromGateway) => {
-      if (message.type !== "stats") return;
-      this.waiting.get(message.id)?.(message.stats);
-      this.waiting.delete(message.id);
-    });
-  }
+  ) {}
 
-  static start(redisUrl: string, plain = false, setup: GatewaySetup = {}): Promise<GatewayChild> {
+  static async start(
+    redisUrl: string,
+    plain = false,
+    setup: GatewaySetup = {},
+  ): Promise<GatewayChild> {
     const config: GatewayProcessConfig = {
       redisUrl,
       engine: setup.engine ?? ENGINE,
@@ -69,50 +56,32 @@ export class GatewayChild {
       plain,
       ...(setup.gateway === undefined ? {} : { gateway: setup.gateway }),
     };
-    const child = spawn(process.execPath, ["--expose-gc", "--import", "tsx", PROCESS], {
-      cwd: ROOT,
-      env: { ...process.env, BENCH_GATEWAY: JSON.stringify(config) },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    const exited = new Promise<number | null>((resolve) => child.once("exit", resolve));
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        child.kill("SIGKILL");
-        reject(new Error("a gateway process did not start within 20 s"));
-      }, 20_000);
-      void exited.then((code) => {
-        clearTimeout(timer);
-        reject(new Error(`a gateway process exited (${code ?? "signal"}) before listening`));
+    const kit = KitChild.start(PROCESS, config, ["--expose-gc"]);
+    try {
+      const { port } = await kit.request<{ port: number }>({ type: "address" }, 20_000);
+      return new GatewayChild(kit, `ws://127.0.0.1:${port}/presence`);
+    } catch (error) {
+      await kit.kill();
+      throw new Error(`a gateway process did not start: ${(error as Error).message}`, {
+        cause: error,
       });
-      child.on("message", (message: FromGateway) => {
-        if (message.type !== "listening") return;
-        clearTimeout(timer);
-        resolve(new GatewayChild(child, `ws://127.0.0.1:${message.port}/presence`, exited));
-      });
-    });
+    }
   }
 
   get pid(): number {
-    return this.child.pid!;
+    return this.kit.pid;
   }
 
   /** Kills the process at once: its sockets drop without a close frame, its rooms not left. */
-  async kill(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    this.child.kill("SIGKILL");
-    await this.exited;
+  kill(): Promise<void> {
+    return this.kit.kill();
   }
 
   stats(gc = false, resetLoop = false): Promise<GatewayStats> {
-    const id = this.next++;
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error("a gateway process did not answer")), 30_000);
-      this.waiting.set(id, (stats) => {
-        clearTimeout(timer);
-        resolve(stats);
-      });
-      this.child.send({ type: "stats", id, gc, resetLoop } satisfies ToGateway);
-    });
+    return this.kit.request<GatewayStats>(
+      { type: "stats", gc, resetLoop } satisfies ToGateway,
+      30_000,
+    );
   }
 
   /** A gateway that reported an error did not do what the bench measured: the run fails. */
@@ -130,11 +99,13 @@ export class GatewayChild {
     }
   }
 
+  /** Closes the gateway (its sockets, its rooms left) and waits for the process to end; kills it
+   * if it has not within 8 s. */
   async stop(): Promise<void> {
-    if (this.child.exitCode !== null || this.child.signalCode !== null) return;
-    if (this.child.connected) this.child.send({ type: "stop" } satisfies ToGateway);
-    const killer = setTimeout(() => this.child.kill("SIGKILL"), 8_000);
-    await this.exited;
+    // The process exits as it closes: the request is not answered.
+    void this.kit.request({ type: "stop" } satisfies ToGateway).catch(() => undefined);
+    const killer = setTimeout(() => void this.kit.kill(), 8_000);
+    await this.kit.exited;
     clearTimeout(killer);
   }
 }

@@ -1,8 +1,8 @@
 // One gateway instance as a process of its own, for the bench (bench/gateway.ts starts it with
 // --expose-gc): a Gateway listening on a free port, on the Redis and with the settings given as
-// JSON in BENCH_GATEWAY, no Sweeper. Over IPC it says where it listens, answers `stats` with its
-// memory and CPU (after a full collection when asked), and closes on `stop` or when the bench
-// goes away. With `plain`, a bare `ws` server instead, set up as the gateway sets up its own
+// JSON (test/kit/child.ts), no Sweeper. Over IPC it says where it listens, answers `stats` with
+// its memory and CPU (after a full collection when asked), and closes on `stop`; it ends when the
+// bench goes away. With `plain`, a bare `ws` server instead, set up as the gateway sets up its own
 // (no compression, the rollcall.v1 subprotocol, no client tracking): the baseline of what a
 // socket costs before the gateway keeps anything for it.
 import { createServer } from "node:http";
@@ -13,6 +13,7 @@ import { WebSocketServer } from "ws";
 import { Gateway, SUBPROTOCOL, type GatewayOptions, type Limits } from "../../src/gateway/index.js";
 import type { MeterLike } from "../../src/engine/metrics.js";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
+import { answer } from "./child.js";
 
 export interface GatewayProcessConfig {
   redisUrl: string;
@@ -26,7 +27,8 @@ export interface GatewayProcessConfig {
 }
 
 export type ToGateway =
-  { type: "stats"; id: number; gc: boolean; resetLoop?: boolean } | { type: "stop" };
+  /** Where it listens, once it does. */
+  { type: "address" } | { type: "stats"; gc: boolean; resetLoop?: boolean } | { type: "stop" };
 
 export interface GatewayStats {
   /** process.memoryUsage(), bytes. */
@@ -51,12 +53,27 @@ export interface GatewayStats {
   loopDelay: { p50: number; p99: number; max: number };
 }
 
-export type FromGateway =
-  { type: "listening"; port: number } | { type: "stats"; id: number; stats: GatewayStats };
-
-function send(message: FromGateway): void {
-  process.send?.(message);
+/** What the requests are answered from, once the server listens. */
+interface Served {
+  port: number;
+  stats: (gc: boolean, resetLoop: boolean) => GatewayStats;
+  stop: () => void;
 }
+
+let listening: (served: Served) => void = () => undefined;
+const served = new Promise<Served>((resolve) => (listening = resolve));
+const config = answer<GatewayProcessConfig>(async (request: ToGateway) => {
+  const server = await served;
+  switch (request.type) {
+    case "address":
+      return { port: server.port };
+    case "stats":
+      return server.stats(request.gc, request.resetLoop ?? false);
+    case "stop":
+      server.stop();
+      return null;
+  }
+});
 
 /** A bare ws server: sockets accepted and held, nothing else. */
 async function plainServer(): Promise<{
@@ -90,7 +107,6 @@ async function plainServer(): Promise<{
 }
 
 async function main(): Promise<void> {
-  const config = JSON.parse(process.env.BENCH_GATEWAY ?? "") as GatewayProcessConfig;
   if (config.plain) return serve(await plainServer(), () => undefined);
   const redis = new Redis(config.redisUrl);
   const rollcall = new Rollcall(redis, { ...config.engine, meter: SNAPSHOT_METER });
@@ -188,15 +204,16 @@ function serve(
         process.exit(0);
       });
   };
-  process.on("message", (message: ToGateway) => {
-    if (message.type === "stats") {
-      send({ type: "stats", id: message.id, stats: stats(message.gc) });
-      if (message.resetLoop) loop.reset();
-    } else if (message.type === "stop") stop();
-  });
-  process.on("disconnect", stop);
   process.on("SIGTERM", stop);
-  send({ type: "listening", port });
+  listening({
+    port,
+    stats: (gc, resetLoop) => {
+      const figures = stats(gc);
+      if (resetLoop) loop.reset();
+      return figures;
+    },
+    stop,
+  });
 }
 
 await main();

@@ -123,7 +123,7 @@ export async function storm(options: StormOptions): Promise<StormResult> {
   const subscriber = new Subscriber(rollcall);
   const subscriptions: Subscription[] = [];
   const stop = async () => {
-    await Promise.all(shares.map((share) => share.stop()));
+    await Promise.all(shares.map((share) => share.kill()));
     await Promise.all(subscriptions.map((s) => s.close()));
     subscriber.close();
     await Promise.all([a.kill(), b.stop()]);
