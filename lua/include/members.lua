@@ -68,9 +68,9 @@ local function reshard(r, shards)
   if shards > 0 then
     rcall('DEL', unpack(shardKeys(r)))
   end
-  local pairs = {}
+  local flat = {}
   for i, user in ipairs(users) do
-    pairs[2 * i - 1], pairs[2 * i] = user, raws[i]
+    flat[2 * i - 1], flat[2 * i] = user, raws[i]
   end
   if #users > 0 then
     if shards > 0 then
@@ -78,7 +78,7 @@ local function reshard(r, shards)
     else
       rcall('DEL', unpack(from))
     end
-    writeRecords(r, pairs)
+    writeRecords(r, flat)
   end
   for _, key in ipairs(recordHashes(r)) do
     rcall('PEXPIRE', key, keyTtl)

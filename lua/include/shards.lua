@@ -51,22 +51,22 @@ local function recordKey(r, user)
   return sharded(r) and shardKey(r, shardOf(user)) or r.key
 end
 
--- Records by their hash: {key, {user, record, ...}} for each hash that holds one of `pairs`
+-- Records by their hash: {key, {user, record, ...}} for each hash that holds one of `flat`
 -- ({user, record, ...}).
-local function byHash(r, pairs)
+local function byHash(r, flat)
   if not sharded(r) then
-    return { { r.key, pairs } }
+    return { { r.key, flat } }
   end
   local groups, list = {}, {}
-  for i = 1, #pairs, 2 do
-    local k = shardOf(pairs[i])
+  for i = 1, #flat, 2 do
+    local k = shardOf(flat[i])
     local group = groups[k]
     if not group then
       group = { shardKey(r, k), {} }
       groups[k], list[#list + 1] = group, group
     end
     local fields = group[2]
-    fields[#fields + 1], fields[#fields + 2] = pairs[i], pairs[i + 1]
+    fields[#fields + 1], fields[#fields + 2] = flat[i], flat[i + 1]
   end
   return list
 end
@@ -76,12 +76,12 @@ local function readRecords(r, users)
   if not sharded(r) then
     return rcall('HMGET', r.key, unpack(users))
   end
-  local pairs = {}
+  local flat = {}
   for i, user in ipairs(users) do
-    pairs[2 * i - 1], pairs[2 * i] = user, i
+    flat[2 * i - 1], flat[2 * i] = user, i
   end
   local raws = {}
-  for _, group in ipairs(byHash(r, pairs)) do
+  for _, group in ipairs(byHash(r, flat)) do
     local names, at = {}, {}
     for i = 1, #group[2], 2 do
       names[#names + 1], at[#at + 1] = group[2][i], group[2][i + 1]
@@ -94,8 +94,8 @@ local function readRecords(r, users)
   return raws
 end
 
-local function writeRecords(r, pairs)
-  for _, group in ipairs(byHash(r, pairs)) do
+local function writeRecords(r, flat)
+  for _, group in ipairs(byHash(r, flat)) do
     rcall('HSET', group[1], unpack(group[2]))
   end
 end

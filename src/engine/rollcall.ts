@@ -224,7 +224,7 @@ export class Rollcall {
     let known = this.roomSizes.get(room);
     // A room resharded between the plan and the read is read again as it now is.
     for (let attempt = 1; ; attempt++) {
-      const read = this.rosterRead(room, cursor, known);
+      const read = this.rosterRead(room, cursor, shard, known);
       const page = await this.read(roster, room, { room, key, limit, cursor, read, leaveGraceMs });
       known = { count: page.count, shards: "reshaped" in page ? page.shards : shardsOf(read) };
       if (this.roomSizes.size >= KEPT) this.roomSizes.clear();
@@ -239,21 +239,26 @@ export class Rollcall {
   /**
    * How to read a roster page: a sharded room a few shards at a time (about rosterLimit members);
    * a room in its own hash whole when it was last seen small (HGETALL, Redis's cheapest read of
-   * it), else by HSCAN, which returns a small room whole too.
+   * it), else by HSCAN, which returns a small room whole too. `shard`: the cursor's parts when it
+   * names a shard (s<next>:<shards>).
    */
-  private rosterRead(room: string, cursor: string, known: RoomSize | undefined): RosterRead {
+  private rosterRead(
+    room: string,
+    cursor: string,
+    shard: RegExpExecArray | null,
+    known: RoomSize | undefined,
+  ): RosterRead {
     const { rosterLimit: limit } = this.settings;
-    const shardCursor = /^s(\d+):(\d+)$/.exec(cursor);
-    known ??= shardCursor ? { count: NaN, shards: Number(shardCursor[2]) } : undefined;
+    known ??= shard ? { count: NaN, shards: Number(shard[2]) } : undefined;
     if (known !== undefined && known.shards > 0) {
-      const from = Number(shardCursor?.[2]) === known.shards ? Number(shardCursor![1]) : 0;
+      const from = Number(shard?.[2]) === known.shards ? Number(shard![1]) : 0;
       const each = known.count > 0 ? Math.floor((limit * known.shards) / known.count) : 1;
       const to = Math.min(known.shards, from + Math.max(1, each));
       const keys = Array.from({ length: to - from }, (_, i) => this.layout.shard(room, from + i));
       return { kind: "shards", keys, next: to, of: known.shards };
     }
     if (/^\d/.test(cursor)) return { kind: "scan", cursor };
-    if (!shardCursor && known !== undefined && known.count <= limit) return { kind: "whole" };
+    if (!shard && known !== undefined && known.count <= limit) return { kind: "whole" };
     return { kind: "scan", cursor: "0" };
   }
 

@@ -1,4 +1,7 @@
 import { expect } from "chai";
+import { execFile } from "node:child_process";
+import { readFile } from "node:fs/promises";
+import { promisify } from "node:util";
 import WebSocket from "ws";
 import {
   BEARER_PROTOCOL,
@@ -12,6 +15,8 @@ import { Replica, Rollcall, Subscriber, type PresenceEvent } from "../../src/ind
 import { closeGateways, connect, SHORT, startGateway, token } from "../kit/gateway.js";
 import { IMMEDIATE, client } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
+
+const run = promisify(execFile);
 
 /** A raw socket of one protocol version, and every frame it got. */
 class Peer {
@@ -183,6 +188,17 @@ describe("large rooms on the gateway", () => {
     expect(after.map((e) => `${e.type} ${e.user}`)).to.deep.equal(["join dan", "leave carl"]);
     expectChain(after, snapshot.roster.seq);
     subscriber.close();
+  });
+
+  it("listens with an accept queue as long as the kernel allows, for a storm of reconnects", async () => {
+    const { url } = await startGateway();
+    const { port } = new URL(url);
+    // ss shows a listening socket's accept queue, as the kernel set it, in its Send-Q column.
+    const { stdout } = await run("ss", ["-Hltn", `sport = :${port}`]);
+    const [, , queue] = stdout.trim().split(/\s+/);
+    const somaxconn = Number((await readFile("/proc/sys/net/core/somaxconn", "utf8")).trim());
+    // Node's default is 511: more than that many connections at once would have SYNs dropped.
+    expect(Number(queue)).to.equal(somaxconn).and.to.be.above(511);
   });
 
   it("gives the browser client a watched room's count", async () => {
