@@ -2,12 +2,13 @@ import { EventEmitter } from "node:events";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import type { Duplex } from "node:stream";
-import { WebSocketServer, type WebSocket } from "ws";
+import type { WebSocket, WebSocketServer } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
 import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
 import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
 import { heartbeatInterval } from "../runtime/heartbeats.js";
+import { requirePeer } from "../runtime/peer.js";
 import { Subscriber } from "../runtime/subscriber.js";
 import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import {
@@ -32,6 +33,8 @@ import {
   type Origins,
 } from "./upgrade.js";
 
+// ws, an optional peer, through require(): missing, the import of rollcall/gateway says so.
+const ws = requirePeer<typeof import("ws")>("ws", "rollcall/gateway");
 const SESSION = Symbol("session");
 /** Connections waiting to be accepted, at most (Linux caps it at net.core.somaxconn). */
 const ACCEPT_BACKLOG = 65_535;
@@ -222,7 +225,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       report: (error) => this.report(error),
     };
     this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
-    this.wss = new WebSocketServer({
+    this.wss = new ws.WebSocketServer({
       noServer: true,
       clientTracking: false,
       maxPayload: this.limits.maxFrameBytes,
