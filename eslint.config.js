@@ -23,7 +23,7 @@ const LAYERS = {
 const ISOMORPHIC = ["node:*", "ioredis", "ws", "jose"];
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "bench/results/", "test/types/fixtures/"] },
+  { ignores: ["dist/", "node_modules/", "bench/results/", "test/package/fixtures/"] },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
