@@ -23,7 +23,10 @@ const LAYERS = {
 const ISOMORPHIC = ["node:*", "ioredis", "ws", "jose"];
 
 export default tseslint.config(
-  { ignores: ["dist/", "node_modules/", "bench/results/", "test/package/fixtures/"] },
+  // *.tmp.ts: what a test writes and runs for a moment (the docs' examples), git-ignored too.
+  {
+    ignores: ["dist/", "node_modules/", "bench/results/", "test/package/fixtures/", "**/*.tmp.ts"],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
