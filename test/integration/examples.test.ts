@@ -208,6 +208,32 @@ describe("the examples of README.md and docs/*.md", function () {
     expect([...installed]).to.include.members(["rollcall", ...peers]);
   });
 
+  it("compiles every TypeScript example against the package's declarations, strict", async () => {
+    const files = documented().flatMap((doc) =>
+      blocksOf(doc)
+        .filter((b) => b.lang === "ts")
+        .map((b) => exampleFile(b.source, true)),
+    );
+    const config = join(ROOT, "test", "integration", `tsconfig-${process.pid}.tmp.json`);
+    const compilerOptions = {
+      target: "ES2022",
+      module: "NodeNext",
+      moduleResolution: "NodeNext",
+      strict: true,
+      noEmit: true,
+      types: ["node"],
+      skipLibCheck: true, // the libraries' own declarations are test/package's business
+    };
+    writeFileSync(config, JSON.stringify({ compilerOptions, files }));
+    try {
+      const tsc = join(ROOT, "node_modules", "typescript", "bin", "tsc");
+      const { code, stdout } = await runNode([tsc, "-p", config]);
+      expect(code, stdout).to.equal(0);
+    } finally {
+      for (const file of [config, ...files]) rmSync(file);
+    }
+  });
+
   for (const [doc, checks] of DOCS) {
     describe(doc, () => {
       it("has the blocks this test knows", () => {
@@ -236,19 +262,22 @@ function installedVersion(name: string): string {
 }
 
 /** The package's entries, as the examples name them, mapped to their sources. */
-function withSources(source: string): string {
+function withSources(source: string, built = false): string {
   return source.replace(/from "rollcall(\/[^"]*)?"/g, (_, sub: string | undefined) => {
     const target = MANIFEST.exports[`.${sub ?? ""}`]!;
-    const built = typeof target === "string" ? target : target.default;
-    return `from "../../${built.replace(/^\.\/dist\//, "src/")}"`;
+    const path = (typeof target === "string" ? target : target.default).slice(2);
+    return `from "../../${built ? path : path.replace(/^dist\//, "src/")}"`;
   });
 }
 
 let written = 0;
-/** An example as a file of this directory (where the sources and node_modules resolve). */
-function exampleFile(source: string): string {
+/**
+ * An example as a file of this directory (where the sources and node_modules resolve), its
+ * entries mapped to src/, or with `built` to dist/ and its type declarations.
+ */
+function exampleFile(source: string, built = false): string {
   const file = join(ROOT, "test", "integration", `example-${process.pid}-${written++}.tmp.ts`);
-  writeFileSync(file, withSources(source));
+  writeFileSync(file, withSources(source, built));
   return file;
 }
 
@@ -260,7 +289,15 @@ interface Ran {
 
 /** A Node process on tsx, its output collected; killed after 30 s, which fails its test. */
 function spawnTsx(args: string[], env: Record<string, string> = {}) {
-  const child = spawn(process.execPath, ["--import", "tsx", ...args], {
+  return spawnNode(["--import", "tsx", ...args], env);
+}
+
+function runNode(args: string[]): Promise<Ran> {
+  return spawnNode(args).ended;
+}
+
+function spawnNode(args: string[], env: Record<string, string> = {}) {
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, REDIS_URL: redisUrl(), NO_COLOR: "1", ...env },
     timeout: 30_000,
