@@ -49,6 +49,8 @@ export interface ServerConfig {
   originsBySuffix?: boolean;
   /** The 'error' listener throws after it records the error. */
   errorListenerThrows?: boolean;
+  /** With attach: the host server's header, request and keep-alive timeouts. */
+  hostTimeoutMs?: number;
 }
 
 /** A hook's misbehaviour: throw, reject, hang, or junk of some type; anything else is normal. */
@@ -177,7 +179,19 @@ process.on("warning", (warning) => errors.push(`warning ${warning.name}: ${warni
 
 let port: number;
 if (config.attach) {
-  const server = createServer((_request, response) => response.end("a page\n"));
+  // A host that bounds its own requests, as docs/internet.md advises, when told to.
+  const bound = config.hostTimeoutMs;
+  const server = createServer(
+    bound === undefined
+      ? {}
+      : {
+          headersTimeout: bound,
+          requestTimeout: bound,
+          keepAliveTimeout: bound,
+          connectionsCheckingInterval: Math.min(1_000, bound),
+        },
+    (_request, response) => response.end("a page\n"),
+  );
   gateway.attach(server);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   port = (server.address() as AddressInfo).port;
