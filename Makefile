@@ -1,7 +1,7 @@
 # `make demo` and `make test` are the two set-up commands; both install dependencies when needed.
 BIN := node_modules/.bin
 
-.PHONY: demo test check unit bench bench-smoke chaos chaos-smoke build format
+.PHONY: demo test check unit bench bench-smoke chaos chaos-smoke fuzz build format
 
 # npm writes node_modules/.package-lock.json on every install: a checkout where `npm ci` already
 # ran is up to date, and make does not install again.
@@ -42,6 +42,11 @@ chaos: $(INSTALLED)
 
 chaos-smoke: $(INSTALLED)
 	$(BIN)/tsx test/chaos/main.ts --profile smoke
+
+# The gateway's edge under generated requests and misbehaving hooks, long (CI runs 15 batches as
+# part of the tests); FUZZ_SEED=S replays a run.
+fuzz: $(INSTALLED)
+	FUZZ_RUNS=$${FUZZ_RUNS:-500} $(BIN)/mocha test/security/fuzz.test.ts
 
 build: $(INSTALLED)
 	$(BIN)/tsc -p tsconfig.build.json

@@ -89,8 +89,16 @@ export function bearerToken(request: IncomingMessage): string | undefined {
       }
     }
   }
-  const query = new URL(request.url ?? "/", "http://localhost").searchParams.get("token");
-  return query || undefined;
+  return targetOf(request)?.searchParams.get("token") || undefined;
+}
+
+/** The request's target as a URL, or undefined for one the URL parser refuses (`//x:99999/`). */
+export function targetOf(request: IncomingMessage): URL | undefined {
+  try {
+    return new URL(request.url ?? "/", "http://localhost");
+  } catch {
+    return undefined;
+  }
 }
 
 const refreshes = new WeakMap<IncomingMessage, Identity>();

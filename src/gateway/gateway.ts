@@ -1,12 +1,14 @@
 import { EventEmitter } from "node:events";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
 import type { WebSocket, WebSocketServer } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
 import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
+import type { IdPolicy } from "../protocol/ids.js";
 import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
+import { callHook, callNow, HookError, isBoolean, type Expect } from "../runtime/hooks.js";
 import { heartbeatInterval } from "../runtime/heartbeats.js";
 import { requirePeer } from "../runtime/peer.js";
 import { Subscriber } from "../runtime/subscriber.js";
@@ -15,13 +17,15 @@ import {
   AuthError,
   bearerToken,
   refreshRequest,
+  targetOf,
   type Authenticate,
   type Identity,
   type JwtOptions,
 } from "./auth.js";
 import { Expiries } from "./expiries.js";
 import { checkJwtOptions, jwtVerifier, type Verify } from "./jwt.js";
-import { checkLimits, type Limits } from "./limits.js";
+import { checkLimits, frameSizes, type Limits } from "./limits.js";
+import { Lobby } from "./lobby.js";
 import { Rooms } from "./rooms.js";
 import { CLOSE, Session, type SessionHost } from "./session.js";
 import {
@@ -29,6 +33,7 @@ import {
   answer,
   checkIdentity,
   ignore,
+  isIdentityOrNull,
   type Admitted,
   type Origins,
 } from "./upgrade.js";
@@ -49,6 +54,11 @@ function onMessage(this: WebSocket, data: Buffer | ArrayBuffer | Buffer[], isBin
 function onClose(this: WebSocket): void {
   (this as Tagged)[SESSION].ended();
 }
+/** ws closes a socket itself on a protocol error (1002, 1007, 1009): it acts no more either. */
+function onError(this: WebSocket): void {
+  (this as Tagged)[SESSION].shut();
+}
+
 export interface GatewayOptions {
   /** Verify JWTs (HS256 secret or local JWKS): the user is `sub`, the rooms the `rooms` claim. */
   jwt?: JwtOptions;
@@ -91,7 +101,19 @@ export interface GatewayOptions {
   /** A watched room's count frames go out at most this often. Default 1 000. */
   countIntervalMs?: number;
   limits?: Partial<Limits>;
+  /**
+   * `strict` refuses user ids (from tokens and hooks) and room ids (from frames) that render like
+   * others: not in NFKC form, holding control, format (bidi, zero-width), private-use or
+   * unassigned characters or a space other than U+0020, or mixing scripts (Latin with
+   * Cyrillic). Default `verbatim`: any id the engine takes, kept as it came.
+   */
+  ids?: IdPolicy;
 }
+
+/** The most members a room may hold (what the engine takes), or undefined for no limit. */
+const isCapacity: Expect<number | undefined> = (value): value is number | undefined =>
+  value === undefined ||
+  (Number.isSafeInteger(value) && (value as number) >= 1 && (value as number) <= 1_000_000_000);
 
 interface GatewayEvents {
   /** Something the host should know: Redis unreachable, a failing hook, … Never thrown. */
@@ -108,6 +130,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   readonly limits: Limits;
   readonly heartbeatMs: number;
   readonly path: string;
+  /** What a user or room id may hold, beyond what every id must (see GatewayOptions.ids). */
+  readonly ids: IdPolicy;
   private readonly identify: (request: IncomingMessage) => Promise<Identity | null>;
   private readonly verify: Promise<Verify> | undefined;
   private readonly admission: Admission;
@@ -124,6 +148,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private readonly closing = new Set<Promise<void>>();
   private readonly authTimeoutMs: number;
   private server: Server | undefined;
+  /** With listen(): the connections that have not sent their request yet. */
+  private lobby: Lobby | undefined;
   private isClosed = false;
 
   constructor(
@@ -147,6 +173,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       "coalesce",
       "countIntervalMs",
       "limits",
+      "ids",
     ]);
     if ((o.jwt === undefined) === (o.authenticate === undefined)) {
       invalidOption("a gateway needs exactly one of jwt and authenticate");
@@ -167,7 +194,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       const hook = callback<Authenticate>("authenticate", o.authenticate)!;
       this.identify = async (request) => hook(request);
     }
-    const authorize = callback<GatewayOptions["authorize"]>("authorize", o.authorize);
+    const authorize = callback<NonNullable<GatewayOptions["authorize"]>>("authorize", o.authorize);
     this.keepClaims = authorize !== undefined;
     const capacity =
       typeof o.capacity === "number"
@@ -181,6 +208,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const pingMs = integer("pingMs", o.pingMs ?? 15_000, 100, 3_600_000);
     this.authTimeoutMs = integer("authTimeoutMs", o.authTimeoutMs ?? 5_000, 10, 600_000);
+    this.ids = o.ids ?? "verbatim";
+    if (this.ids !== "verbatim" && this.ids !== "strict") {
+      invalidOption(`ids must be "verbatim" or "strict", got ${describe(this.ids)}`);
+    }
     this.admission = new Admission(
       {
         metrics: rollcall.metrics,
@@ -191,6 +222,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       },
       {
         limits: this.limits,
+        ids: this.ids,
         origins: o.origins,
         trustedProxies: o.trustedProxies ?? [],
         authTimeoutMs: this.authTimeoutMs,
@@ -202,8 +234,21 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     if (this.ownsSubscriber) this.subscriber.on("error", (error) => this.report(error));
     const coalesce = knownKeys(o.coalesce, ["fromMembers", "intervalMs"]);
     this.rooms = new Rooms(rollcall, this.subscriber, {
-      authorize,
-      capacity: typeof capacity === "function" ? capacity : () => capacity,
+      authorize:
+        authorize &&
+        ((identity, room) =>
+          callHook(
+            "authorize",
+            () => authorize(identity, room),
+            isBoolean,
+            "a boolean",
+            this.authTimeoutMs,
+          )),
+      capacity:
+        typeof capacity === "function"
+          ? (room) => callNow("capacity", () => capacity(room), isCapacity, "a capacity")
+          : () => capacity,
+      ids: this.ids,
       maxRoomsPerSocket: this.limits.maxRoomsPerSocket,
       heartbeatMs: this.heartbeatMs,
       coalescing: {
@@ -213,9 +258,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       countIntervalMs: integer("countIntervalMs", o.countIntervalMs ?? 1_000, 1, 3_600_000),
       report: (error) => this.report(error),
     });
+    const frames = frameSizes(this.limits, rollcall.settings.maxStateBytes);
     this.host = {
       rollcall,
       limits: this.limits,
+      frameBytes: frames.frame,
       rooms: this.rooms,
       expiryLeewayMs,
       expiries: this.expiries,
@@ -228,7 +275,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.wss = new ws.WebSocketServer({
       noServer: true,
       clientTracking: false,
-      maxPayload: this.limits.maxFrameBytes,
+      // A refresh may be the longest frame: any other past `frames.frame` is closed with 1009.
+      maxPayload: frames.refresh,
       perMessageDeflate: false,
       // The newest version the client offers, never the token entry a browser offers beside it.
       handleProtocols: (protocols) => SUBPROTOCOLS.find((p) => protocols.has(p)) ?? false,
@@ -249,32 +297,55 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /**
    * Handles WebSocket upgrades to `path` on your server. Another path is left to the server's
-   * other `upgrade` listeners; with none, it is answered 404 and its socket destroyed (a socket
-   * nobody answers would stay open for good).
+   * other `upgrade` listeners; with none, it is answered 404 (400 for a target the URL parser
+   * refuses) and its socket destroyed (a socket nobody answers would stay open for good).
    */
   attach(server: Server): this {
     const listener = (request: IncomingMessage, socket: Duplex, head: Buffer) => {
-      if (new URL(request.url ?? "/", "http://localhost").pathname === this.path) {
+      this.lobby?.served(socket);
+      const target = targetOf(request);
+      if (target?.pathname === this.path) {
         void this.handleUpgrade(request, socket, head);
       } else if (server.listenerCount("upgrade") === 1) {
         socket.on("error", ignore);
-        this.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: "not-found" });
-        answer(socket, 404, "not-found: no WebSocket endpoint here");
+        const [reason, status, message] =
+          target === undefined
+            ? (["bad-request", 400, "the request target cannot be parsed"] as const)
+            : (["not-found", 404, "no WebSocket endpoint here"] as const);
+        this.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason });
+        answer(socket, status, `${reason}: ${message}`);
       }
     };
     server.on("upgrade", listener);
     return this;
   }
 
-  /** Listens on a port of its own (0: any free one); plain HTTP requests get 426. */
+  /**
+   * Listens on a port of its own (0: any free one); plain HTTP requests get 426. A connection
+   * must send its request within `limits.requestTimeoutMs`, and until it has, it counts against
+   * `limits.maxSockets` (the oldest such one is dropped when a new connection needs the room).
+   */
   async listen(port = 0, host = "127.0.0.1"): Promise<AddressInfo> {
-    // A client that never finishes its request headers (slowloris) is dropped after 10 s.
+    const { requestTimeoutMs } = this.limits;
     const server = createServer(
-      { headersTimeout: 10_000, requestTimeout: 15_000, connectionsCheckingInterval: 1_000 },
-      (_request, response) => {
-        response.writeHead(426, { "Content-Type": "text/plain" }).end("WebSocket only\n");
+      {
+        headersTimeout: requestTimeoutMs,
+        requestTimeout: requestTimeoutMs,
+        connectionsCheckingInterval: Math.min(1_000, requestTimeoutMs),
+      },
+      (request, response) => {
+        this.lobby?.served(request.socket);
+        response
+          .writeHead(426, { "Content-Type": "text/plain", Connection: "close" })
+          .end("WebSocket only\n");
       },
     );
+    this.lobby = new Lobby(
+      () => this.sessions.size + this.admission.handshakes,
+      this.limits.maxSockets,
+      (reason) => this.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason }),
+    );
+    server.on("connection", (socket: Socket) => this.lobby!.arrived(socket));
     this.attach(server);
     this.server = server;
     if (this.verify) await this.verify;
@@ -285,23 +356,34 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       // waits for its SYN to be sent again (1 s, then 3 s, …) before its backoff even starts.
       server.listen({ port, host, backlog: ACCEPT_BACKLOG }, () => resolve());
     });
+    // After listening, a server error (an accept that failed) is reported, never thrown.
+    server.on("error", (error) => this.report(error));
     return server.address() as AddressInfo;
   }
 
-  /** Admits an upgrade and opens the socket, or answers it with an HTTP status and drops it. */
+  /**
+   * Admits an upgrade and opens the socket, or answers it with an HTTP status and drops it. It
+   * never rejects: what fails is answered (500) and reported.
+   */
   async handleUpgrade(request: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> {
-    const admitted = await this.admission.admit(request, socket);
-    if (!admitted) return;
-    let opened = false;
     try {
-      this.wss.handleUpgrade(request, socket, head, (ws) => {
-        opened = true;
-        this.open(ws, admitted);
-      });
-    } finally {
-      this.admission.opened();
-      // ws answered 400 itself (a bad key or version): the socket never opened.
-      if (!opened) this.admission.release(admitted);
+      const admitted = await this.admission.admit(request, socket);
+      if (!admitted) return;
+      let opened = false;
+      try {
+        this.wss.handleUpgrade(request, socket, head, (ws) => {
+          opened = true;
+          this.open(ws, admitted);
+        });
+      } finally {
+        this.admission.opened();
+        // ws answered 400 itself (a bad key or version): the socket never opened.
+        if (!opened) this.admission.release(admitted);
+      }
+    } catch (error) {
+      this.report(error);
+      socket.on("error", ignore);
+      answer(socket, 500, "internal: the upgrade failed");
     }
   }
 
@@ -311,7 +393,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.isClosed = true;
     clearInterval(this.pinger);
     this.expiries.stop();
-    for (const session of this.sessions.keys()) session.ws.close(CLOSE.goingAway, "server closing");
+    for (const session of this.sessions.keys()) session.shut(CLOSE.goingAway, "server closing");
     await Promise.all([...this.sessions.keys()].map((s) => this.end(s)));
     await Promise.all(this.closing);
     await this.rooms.close();
@@ -345,7 +427,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     (ws as Tagged)[SESSION] = session;
     ws.on("pong", onPong);
     ws.on("message", onMessage);
-    ws.on("error", ignore); // a broken socket closes next; 'close' does the rest
+    ws.on("error", onError); // a broken socket closes next; 'close' does the rest
     ws.on("close", onClose);
     session.send({
       type: "welcome",
@@ -372,27 +454,29 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** A refresh frame's token, through the JWT verifier or the `authenticate` hook. */
   private async reauthenticate(token: string, current: Identity): Promise<Identity> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(
-        () => reject(new AuthError(401, "refused", "the refresh took too long")),
+    try {
+      if (token.length > this.limits.maxTokenBytes) {
+        throw new AuthError(401, "invalid-token", `longer than ${this.limits.maxTokenBytes} bytes`);
+      }
+      const verify = this.verify && (await this.verify);
+      const identity = await callHook(
+        "authenticate",
+        () => (verify ? verify(token) : this.identify(refreshRequest(token, current, this.path))),
+        isIdentityOrNull,
+        "an identity or null",
         this.authTimeoutMs,
       );
-    });
-    try {
-      const checked = this.verify
-        ? (await this.verify)(token)
-        : this.identify(refreshRequest(token, current, this.path));
-      checked.catch(() => undefined); // past the deadline nobody waits for it
-      const identity = await Promise.race([checked, late]);
       if (identity === null) throw new AuthError(401, "refused", "refused");
-      return checkIdentity(identity);
+      return checkIdentity(identity, this.ids);
     } catch (error) {
       if (!(error instanceof AuthError)) this.report(error);
-      const reason = error instanceof AuthError ? `${error.reason}: ${error.message}` : "refused";
+      const reason =
+        error instanceof AuthError
+          ? `${error.reason}: ${error.message}`
+          : error instanceof HookError && error.failure === "timeout"
+            ? "it took too long"
+            : "refused";
       throw new FrameError("INVALID_TOKEN", `the refresh was refused (${reason})`);
-    } finally {
-      clearTimeout(timer);
     }
   }
 

@@ -43,11 +43,30 @@ export function checkJwtOptions(options: unknown): CheckedJwtOptions {
   if (o.allowNoExpiry !== undefined && typeof o.allowNoExpiry !== "boolean") {
     invalidOption(`jwt.allowNoExpiry must be a boolean, got ${describe(o.allowNoExpiry)}`);
   }
+  if (secret !== undefined) checkSecretLength(secret, algorithms ?? []);
   return {
     ...o,
     clockToleranceMs: integer("jwt.clockToleranceMs", o.clockToleranceMs ?? 0, 0, 86_400_000),
     allowNoExpiry: o.allowNoExpiry ?? false,
   };
+}
+
+/**
+ * An HMAC key at least as long as the hash it feeds (RFC 7518 §3.2): 32 bytes for HS256 (the
+ * default), 48 for HS384, 64 for HS512, the longest of the algorithms allowed.
+ */
+function checkSecretLength(secret: string | Uint8Array, algorithms: readonly string[]): void {
+  const bytes =
+    typeof secret === "string" ? new TextEncoder().encode(secret).length : secret.length;
+  const hmacs = algorithms.length === 0 ? ["HS256"] : algorithms.filter((a) => /^HS\d+$/.test(a));
+  for (const alg of hmacs) {
+    const needed = Number(alg.slice(2)) / 8;
+    if (bytes < needed) {
+      invalidOption(
+        `jwt.secret must be at least ${needed} bytes for ${alg} (RFC 7518 §3.2), got ${bytes}`,
+      );
+    }
+  }
 }
 
 type CheckedJwtOptions = JwtOptions &

@@ -1,10 +1,13 @@
 import { readFileSync } from "node:fs";
 import { integer, knownKeys } from "../protocol/options.js";
-import { RateLimit } from "../runtime/rateLimit.js";
 
 export interface Limits {
-  /** Largest frame accepted; a bigger one closes the socket with 1009. Default 4 KiB. */
+  /** Largest frame accepted; a bigger one closes the socket with 1009. Default 4 KiB. A refresh
+   * frame may be as long as its token allows (`maxTokenBytes`). */
   maxFrameBytes: number;
+  /** Longest bearer token, at the upgrade and in a refresh frame alike; a longer one is refused
+   * (401 invalid-token, or INVALID_TOKEN). Default 8 KiB, the header line most proxies pass. */
+  maxTokenBytes: number;
   /** Rooms one socket may be in at once. Default 50. */
   maxRoomsPerSocket: number;
   /** Frames one user may send at once over all their sockets of this process, then
@@ -14,9 +17,10 @@ export interface Limits {
   /** Bytes queued to a slow reader before its socket is closed with 1013. Default 1 MiB. */
   maxBufferedBytes: number;
   /**
-   * Sockets this process holds, handshakes in flight included; past it an upgrade gets 503 and
-   * Retry-After. Default 90 % of the process's soft descriptor limit (10,000 where it cannot be
-   * read).
+   * Sockets this process holds, handshakes in flight (and, with `listen()`, connections that
+   * have not sent their request) included; past it an upgrade gets 503 and Retry-After. Default
+   * the process's soft descriptor limit less 10 % (at least 64) for everything else; 10,000
+   * where it cannot be read.
    */
   maxSockets: number;
   /** Sockets of one user in this process; past it 429 and Retry-After. Default 64, the most
@@ -25,6 +29,14 @@ export interface Limits {
   /** Sockets from one client address (see `trustedProxies`); past it 429. Default 0: no cap, as
    * behind a proxy every client may share one address. */
   maxSocketsPerAddress: number;
+  /** The per-address cap counts an IPv6 address as its network of this many bits. Default 64. */
+  ipv6PrefixBits: number;
+  /**
+   * With `listen()`: how long a connection may take to send its whole request; connections not
+   * yet upgraded count against `maxSockets`, the oldest dropped first when it is reached.
+   * Default 5 000.
+   */
+  requestTimeoutMs: number;
 }
 
 /** The process's soft limit on open files (Linux: /proc/self/limits), or undefined. */
@@ -38,14 +50,19 @@ export function openFilesLimit(limits = "/proc/self/limits"): number | undefined
   return undefined;
 }
 
-/** 90 % of the soft limit on open files, or 10,000. */
+/** Descriptors kept back from sockets, at least: Redis connections, logs, the host's own. */
+const RESERVED_DESCRIPTORS = 64;
+
+/** The soft limit on open files less a reserve (10 %, at least 64), or 10,000. */
 export function descriptorBudget(limits?: string): number {
   const soft = openFilesLimit(limits);
-  return soft === undefined ? 10_000 : Math.max(1, Math.floor(soft * 0.9));
+  if (soft === undefined) return 10_000;
+  return Math.max(1, soft - Math.max(RESERVED_DESCRIPTORS, Math.ceil(soft * 0.1)));
 }
 
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxFrameBytes: 4_096,
+  maxTokenBytes: 8_192,
   maxRoomsPerSocket: 50,
   rateBurst: 20,
   ratePerSecond: 5,
@@ -53,12 +70,15 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxSockets: descriptorBudget(),
   maxSocketsPerUser: 64,
   maxSocketsPerAddress: 0,
+  ipv6PrefixBits: 64,
+  requestTimeoutMs: 5_000,
 });
 
 export function checkLimits(limits: Partial<Limits> | undefined): Limits {
   const l = { ...DEFAULT_LIMITS, ...knownKeys(limits, Object.keys(DEFAULT_LIMITS)) };
   return {
     maxFrameBytes: integer("maxFrameBytes", l.maxFrameBytes, 64, 16_777_216),
+    maxTokenBytes: integer("maxTokenBytes", l.maxTokenBytes, 64, 1_048_576),
     maxRoomsPerSocket: integer("maxRoomsPerSocket", l.maxRoomsPerSocket, 1, 100_000),
     rateBurst: integer("rateBurst", l.rateBurst, 1, 1_000_000),
     ratePerSecond: integer("ratePerSecond", l.ratePerSecond, 1, 1_000_000),
@@ -66,57 +86,27 @@ export function checkLimits(limits: Partial<Limits> | undefined): Limits {
     maxSockets: integer("maxSockets", l.maxSockets, 1, 10_000_000),
     maxSocketsPerUser: integer("maxSocketsPerUser", l.maxSocketsPerUser, 1, 10_000_000),
     maxSocketsPerAddress: integer("maxSocketsPerAddress", l.maxSocketsPerAddress, 0, 10_000_000),
+    ipv6PrefixBits: integer("ipv6PrefixBits", l.ipv6PrefixBits, 1, 128),
+    requestTimeoutMs: integer("requestTimeoutMs", l.requestTimeoutMs, 100, 600_000),
   };
 }
 
-/** Sockets counted by a key (a user, an address), each key up to a cap. */
-export class Tally<K> {
-  private readonly counts = new Map<K, number>();
-
-  constructor(private readonly cap: number) {}
-
-  /** Counts one more for the key, or returns false when it has `cap` already. */
-  add(key: K): boolean {
-    const count = this.counts.get(key) ?? 0;
-    if (count >= this.cap) return false;
-    this.counts.set(key, count + 1);
-    return true;
-  }
-
-  remove(key: K): void {
-    const count = this.counts.get(key) ?? 0;
-    if (count <= 1) this.counts.delete(key);
-    else this.counts.set(key, count - 1);
-  }
-}
+/** What a frame holds beside its state or its token, at most: its type, a room id and a ref
+ * (each character escaped), the event types. */
+const ENVELOPE_BYTES = 4_096;
 
 /**
- * Each user's sockets in this process, up to `maxSocketsPerUser`, and their one frame budget,
- * shared by all of them and kept while they have a socket.
+ * The longest frames a gateway reads: `frame` for any frame, `refresh` for a refresh frame (its
+ * token may be longer). No frame longer than a state within `maxStateBytes` can be, even with
+ * every character escaped (6 bytes each), is valid, whatever `maxFrameBytes` allows: it is closed
+ * with 1009 unread.
  */
-export class Budgets {
-  private readonly users = new Map<string, RateLimit & { sockets: number }>();
+export function frameSizes(limits: Limits, maxStateBytes: number): FrameSizes {
+  const frame = Math.min(limits.maxFrameBytes, 6 * maxStateBytes + ENVELOPE_BYTES);
+  return { frame, refresh: Math.max(frame, limits.maxTokenBytes + ENVELOPE_BYTES) };
+}
 
-  constructor(
-    private readonly limits: Pick<Limits, "rateBurst" | "ratePerSecond" | "maxSocketsPerUser">,
-  ) {}
-
-  /** Counts a socket of the user and returns the user's budget, or undefined past the cap. */
-  take(user: string): RateLimit | undefined {
-    let entry = this.users.get(user);
-    if (!entry) {
-      entry = Object.assign(new RateLimit(this.limits.rateBurst, this.limits.ratePerSecond), {
-        sockets: 0,
-      });
-      this.users.set(user, entry);
-    }
-    if (entry.sockets >= this.limits.maxSocketsPerUser) return undefined;
-    entry.sockets += 1;
-    return entry;
-  }
-
-  release(user: string): void {
-    const entry = this.users.get(user);
-    if (entry && --entry.sockets === 0) this.users.delete(user);
-  }
+export interface FrameSizes {
+  readonly frame: number;
+  readonly refresh: number;
 }

@@ -2,8 +2,7 @@ import type { Rollcall } from "../engine/rollcall.js";
 import { ResyncPacer } from "../protocol/backoff.js";
 import type { EventType } from "../protocol/events.js";
 import { FrameError } from "../protocol/frames.js";
-import { checkId } from "../protocol/ids.js";
-import { integer } from "../protocol/options.js";
+import { checkId, type IdPolicy } from "../protocol/ids.js";
 import { encodeState } from "../protocol/state.js";
 import type { MemberState } from "../protocol/state.js";
 import { Pause } from "../runtime/background.js";
@@ -16,8 +15,11 @@ import type { Beat, Session } from "./session.js";
 import { SharedSnapshot, snapshotFrame } from "./snapshots.js";
 
 export interface RoomsOptions {
-  authorize: ((identity: Identity, room: string) => boolean | Promise<boolean>) | undefined;
+  /** The `authorize` hook, called safely (a HookError when it fails). */
+  authorize: ((identity: Identity, room: string) => Promise<boolean>) | undefined;
+  /** The room's capacity (a HookError when a `capacity` hook fails). */
   capacity: (room: string) => number | undefined;
+  ids: IdPolicy;
   maxRoomsPerSocket: number;
   heartbeatMs: number;
   coalescing: Coalescing;
@@ -93,7 +95,7 @@ export class Rooms {
     types: EventType[] | undefined,
     ref: string | undefined,
   ): Promise<void> {
-    checkId("room", room);
+    checkId("room", room, this.options.ids);
     const isNew = !session.rooms.has(room);
     const { maxRoomsPerSocket } = this.options;
     if (isNew && session.rooms.size >= maxRoomsPerSocket) {
@@ -109,7 +111,6 @@ export class Rooms {
       const capacity = this.options.capacity(room);
       // Checked here, alone: in a batch, a bad entry would fail its neighbours too.
       if (state !== undefined) encodeState(state, this.rollcall.settings.maxStateBytes);
-      if (capacity !== undefined) integer("capacity", capacity, 1, 1_000_000_000);
       const beat = await this.batch.add({
         ...session.heartbeat(room),
         ...(state === undefined ? {} : { state }),
@@ -135,7 +136,7 @@ export class Rooms {
    * when the count changes, at most every countIntervalMs. It is no member, and hears no event.
    */
   async watch(session: Session, room: string, ref: string | undefined): Promise<void> {
-    checkId("room", room);
+    checkId("room", room, this.options.ids);
     const { maxRoomsPerSocket } = this.options;
     if (session.watching.has(room)) {
       throw new FrameError("BAD_FRAME", `watching ${room} already`, ref);

@@ -11,6 +11,7 @@ import {
   type ServerFrame,
 } from "../protocol/frames.js";
 import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
+import { HookError } from "../runtime/hooks.js";
 import type { Identity } from "./auth.js";
 import type { Expiries } from "./expiries.js";
 import type { RateLimit } from "../runtime/rateLimit.js";
@@ -30,10 +31,15 @@ export const CLOSE = {
   identityChanged: 4003,
 } as const;
 
+/** How long a socket the gateway closes has to finish the close handshake before it is cut. */
+export const CLOSE_GRACE_MS = 1_000;
+
 /** What a session needs of its gateway: a narrow view, not the gateway itself. */
 export interface SessionHost {
   readonly rollcall: Rollcall;
   readonly limits: Limits;
+  /** The longest frame read, but for a refresh (see frameSizes). */
+  readonly frameBytes: number;
   readonly rooms: Rooms;
   /** Leeway past an identity's expiry before its socket closes. */
   readonly expiryLeewayMs: number;
@@ -67,6 +73,8 @@ export class Session {
   private strikes = 0;
   /** The frames being handled, in order (none yet: an idle socket keeps no promise). */
   private queue: Promise<void> | undefined;
+  /** The gateway decided to close the socket: no frame of it is handled from then on. */
+  private shutting = false;
   private closed = false;
   /** Where the socket's expiry is filed. */
   private expiry: number | undefined;
@@ -111,10 +119,10 @@ export class Session {
 
   /** A frame already encoded (the same text, or bytes, for every socket of a room that gets it). */
   sendText(text: string | Buffer): void {
-    if (this.closed) return;
+    if (this.closed || this.shutting) return;
     // A reader this far behind is a slow consumer: its queue would only grow.
     if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) {
-      this.ws.close(CLOSE.tryLater, "slow consumer");
+      this.shut(CLOSE.tryLater, "slow consumer");
       return;
     }
     // A text frame, whichever it is given as.
@@ -122,7 +130,7 @@ export class Session {
   }
 
   receive(data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean): void {
-    if (this.closed) return;
+    if (this.closed || this.shutting) return;
     let frame: ClientFrame | undefined;
     let refused: unknown;
     try {
@@ -132,11 +140,16 @@ export class Session {
     } catch (error) {
       refused = error;
     }
+    // ws takes frames as long as a refresh may be: any other is held to the frame limit.
+    if ((data as Buffer).length > this.host.frameBytes && frame?.type !== "refresh") {
+      this.shut(CLOSE.tooBig, "frame too big");
+      return;
+    }
     if (!this.rate.take()) {
       // A flood gets one error, then the socket is closed if it goes on.
       this.strikes += 1;
       if (this.strikes === 1) this.fail("RATE_LIMITED", "too many frames", frame?.ref);
-      if (this.strikes > this.host.limits.rateBurst) this.ws.close(CLOSE.policy, "rate limit");
+      if (this.strikes > this.host.limits.rateBurst) this.shut(CLOSE.policy, "rate limit");
       return;
     }
     this.strikes = 0;
@@ -162,7 +175,7 @@ export class Session {
   }
 
   private async handle(frame: ClientFrame): Promise<void> {
-    if (this.closed) return;
+    if (this.closed || this.shutting) return;
     const { rollcall, rooms } = this.host;
     switch (frame.type) {
       case "join":
@@ -206,20 +219,20 @@ export class Session {
   private async refresh(token: string, ref: string | undefined): Promise<void> {
     const identity = await this.host.reauthenticate(token, this.current);
     if (identity.user !== this.user) {
-      this.ws.close(CLOSE.identityChanged, "the token names another user");
+      this.shut(CLOSE.identityChanged, "the token names another user");
       return;
     }
     this.current = identity;
     this.armExpiry();
     const { rooms } = this.host;
     for (const room of [...this.watching]) {
-      if (await rooms.allowed(identity, room)) continue;
+      if (await this.stillAllowed(identity, room)) continue;
       rooms.unwatch(this, room);
       const message = `the new token does not allow room ${room}: unwatched`;
       this.send({ type: "error", code: "FORBIDDEN", message, room });
     }
     for (const room of [...this.rooms.keys()]) {
-      if (await rooms.allowed(identity, room)) continue;
+      if (await this.stillAllowed(identity, room)) continue;
       await rooms.leave(this, room);
       const message = `the new token does not allow room ${room}: left`;
       this.send({ type: "error", code: "FORBIDDEN", message, room });
@@ -239,10 +252,34 @@ export class Session {
         : expiries.add(this, expiresAt + expiryLeewayMs);
   }
 
+  /** Whether a refreshed identity keeps a room; a failing `authorize` hook keeps none. */
+  private async stillAllowed(identity: Identity, room: string): Promise<boolean> {
+    try {
+      return await this.host.rooms.allowed(identity, room);
+    } catch (error) {
+      this.host.report(error);
+      return false;
+    }
+  }
+
   /** The identity expired, and no refresh came first. */
   expire(): void {
     this.expiry = undefined;
-    this.ws.close(CLOSE.tokenExpired, "token expired");
+    this.shut(CLOSE.tokenExpired, "token expired");
+  }
+
+  /**
+   * The gateway closes the socket (with `code`; without one, ws is closing it already): from now
+   * on no frame of it is handled, and it is cut off if the client has not finished the close
+   * handshake within CLOSE_GRACE_MS, whatever the ping interval.
+   */
+  shut(code?: number, reason?: string): void {
+    if (this.shutting || this.closed) return;
+    this.shutting = true;
+    if (code !== undefined) this.ws.close(code, reason);
+    const cut = setTimeout(() => this.ws.terminate(), CLOSE_GRACE_MS);
+    cut.unref();
+    this.ws.once("close", () => clearTimeout(cut));
   }
 
   /** The socket's 'close' (a listener shared by every socket). */
@@ -257,6 +294,10 @@ export class Session {
 
   private refuse(error: unknown, ref?: string): void {
     if (error instanceof FrameError) return this.fail(error.code, error.message, error.ref ?? ref);
+    if (error instanceof HookError && error.failure === "timeout") {
+      this.host.report(error);
+      return this.fail("UNAVAILABLE", "the server could not decide in time", ref);
+    }
     if (error instanceof RollcallError) {
       const code = frameErrorCode(error);
       if (code === "INTERNAL" || code === "UNAVAILABLE") this.host.report(error);

@@ -2,12 +2,13 @@ import { STATUS_CODES, type IncomingMessage } from "node:http";
 import { isIP } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Metrics } from "../engine/metrics.js";
-import { checkId } from "../protocol/ids.js";
+import { checkId, type IdPolicy } from "../protocol/ids.js";
 import { SUBPROTOCOLS } from "../protocol/frames.js";
 import { describe, invalidOption } from "../protocol/options.js";
-import { AuthError, type Identity } from "./auth.js";
-import type { RateLimit } from "../runtime/rateLimit.js";
-import { Budgets, Tally, type Limits } from "./limits.js";
+import { callHook, callNow, HookError, isBoolean, type Expect } from "../runtime/hooks.js";
+import { Budgets, Tally, type RateLimit } from "../runtime/rateLimit.js";
+import { AuthError, bearerToken, type Identity } from "./auth.js";
+import type { Limits } from "./limits.js";
 
 /** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
 export type Origins = readonly string[] | ((origin: string, request: IncomingMessage) => boolean);
@@ -44,6 +45,7 @@ export interface AdmissionHost {
 
 export interface AdmissionOptions {
   limits: Limits;
+  ids: IdPolicy;
   origins: Origins | undefined;
   trustedProxies: readonly string[];
   authTimeoutMs: number;
@@ -83,7 +85,7 @@ export class Admission {
 
   /**
    * Lets an upgrade in, or answers it and destroys the socket. What it lets in must be settled
-   * with `opened` (or `release` when the WebSocket never opened) right after.
+   * with `opened` (or `release` when the WebSocket never opened) right after. Never throws.
    */
   async admit(request: IncomingMessage, socket: Duplex): Promise<Admitted | undefined> {
     socket.on("error", ignore); // a client gone mid-handshake is no error of ours
@@ -111,36 +113,43 @@ export class Admission {
     }
     const origin = request.headers.origin;
     if (origin !== undefined && !sameOrigin(origin, request.headers.host)) {
-      if (!this.origin(origin, request)) return refuse("origin", 403, "origin not allowed");
+      if (!this.allows(origin, request)) return refuse("origin", 403, "origin not allowed");
     }
-    const address = this.addresses ? clientAddress(request, this.proxies) : undefined;
+    const token = bearerToken(request);
+    if (token !== undefined && token.length > limits.maxTokenBytes) {
+      return refuse(
+        "invalid-token",
+        401,
+        `the token is longer than ${limits.maxTokenBytes} bytes`,
+        {
+          "WWW-Authenticate": challenge("invalid-token"),
+        },
+      );
+    }
+    const address = this.addresses ? clientAddress(request, this.proxies, limits) : undefined;
     if (address !== undefined && !this.addresses!.add(address)) {
       return refuse("too-many-address-sockets", 429, "too many sockets from this address", {
         "Retry-After": RETRY_AFTER.user,
       });
     }
     this.inFlight += 1;
-    let identity: Identity | null | "late";
+    let identity: Identity;
     try {
       identity = await this.identify(request);
     } catch (error) {
       this.settle(address);
+      if (error instanceof HookError && error.failure === "timeout") {
+        this.host.report(error);
+        return refuse("auth-timeout", 503, "authentication took too long", {
+          "Retry-After": RETRY_AFTER.busy,
+        });
+      }
       if (!(error instanceof AuthError)) this.host.report(error);
       const refusal =
         error instanceof AuthError ? error : new AuthError(401, "refused", "authentication failed");
-      const challenge =
-        refusal.status === 401
-          ? {
-              "WWW-Authenticate": `Bearer error="invalid_token", error_description="${refusal.reason}"`,
-            }
-          : {};
-      return refuse(refusal.reason, refusal.status, refusal.message, challenge);
-    }
-    if (identity === "late") {
-      this.settle(address);
-      return refuse("auth-timeout", 503, "authentication took too long", {
-        "Retry-After": RETRY_AFTER.busy,
-      });
+      const headers =
+        refusal.status === 401 ? { "WWW-Authenticate": challenge(refusal.reason) } : {};
+      return refuse(refusal.reason, refusal.status, refusal.message, headers);
     }
     const rate = this.budgets.take(identity.user);
     if (!rate) {
@@ -175,30 +184,47 @@ export class Admission {
     if (address !== undefined) this.addresses?.remove(address);
   }
 
-  /** The identity, checked; "late" when the hook missed its deadline. */
-  private async identify(request: IncomingMessage): Promise<Identity | "late"> {
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<"late">((resolve) => {
-      timer = setTimeout(() => resolve("late"), this.options.authTimeoutMs);
-    });
-    const authenticated = this.host.authenticate(request);
+  /** Whether the `origins` option admits a cross-site page; a failing hook admits nobody. */
+  private allows(origin: string, request: IncomingMessage): boolean {
     try {
-      const identity = await Promise.race([authenticated, deadline]);
-      if (identity === "late") {
-        authenticated.catch(() => undefined); // its answer no longer matters
-        return identity;
-      }
-      if (identity === null) throw new AuthError(401, "refused", "refused");
-      return checkIdentity(identity);
-    } finally {
-      clearTimeout(timer);
+      return this.origin(origin, request);
+    } catch (error) {
+      this.host.report(error);
+      return false;
     }
+  }
+
+  /** The identity, checked, within the deadline (a HookError "timeout" past it). */
+  private async identify(request: IncomingMessage): Promise<Identity> {
+    const identity = await callHook(
+      "authenticate",
+      () => this.host.authenticate(request),
+      isIdentityOrNull,
+      "an identity or null",
+      this.options.authTimeoutMs,
+    );
+    if (identity === null) throw new AuthError(401, "refused", "refused");
+    return checkIdentity(identity, this.options.ids);
   }
 }
 
+/** An object with a user, or null: checkIdentity looks closer. */
+export const isIdentityOrNull: Expect<Identity | null> = (value): value is Identity | null =>
+  value === null || (typeof value === "object" && !Array.isArray(value));
+
+/**
+ * The challenge of a 401 (RFC 6750 §3): an error code only when a token came and failed; a
+ * request without credentials gets the bare scheme.
+ */
+export function challenge(reason: AuthError["reason"]): string {
+  if (reason === "no-token" || reason === "refused") return `Bearer realm="rollcall"`;
+  const description = reason === "expired-token" ? "the token has expired" : "the token is invalid";
+  return `Bearer realm="rollcall", error="invalid_token", error_description="${description}"`;
+}
+
 /** What a hook returned, checked: a bad identity is the hook's bug, refused and reported. */
-export function checkIdentity(identity: Identity): Identity {
-  checkId("user", identity.user);
+export function checkIdentity(identity: Identity, ids: IdPolicy): Identity {
+  checkId("user", identity.user, ids);
   const { rooms, expiresAt } = identity;
   if (rooms !== null && !(Array.isArray(rooms) && rooms.every((r) => typeof r === "string"))) {
     throw new TypeError(
@@ -269,7 +295,10 @@ function checkOrigins(
   origins: Origins | undefined,
 ): (origin: string, request: IncomingMessage) => boolean {
   if (origins === undefined) return () => false;
-  if (typeof origins === "function") return origins;
+  if (typeof origins === "function") {
+    return (origin, request) =>
+      callNow("origins", () => origins(origin, request), isBoolean, "a boolean");
+  }
   if (!Array.isArray(origins)) invalidOption("origins must be a list of origins or a function");
   const allowed = new Set(
     origins.map((o: unknown) => {
@@ -304,18 +333,50 @@ function plainAddress(address: string): string {
 
 /**
  * The client's address: the peer's, unless the peer is a trusted proxy; then the last address in
- * X-Forwarded-For that is not itself a trusted proxy (entries left of it could be forged).
+ * X-Forwarded-For that is not itself a trusted proxy (entries left of it could be forged). An
+ * IPv6 address counts as its network (`ipv6PrefixBits`, /64 by default): one host holds a whole
+ * /64 as easily as one address.
  */
-export function clientAddress(request: IncomingMessage, proxies: ReadonlySet<string>): string {
+export function clientAddress(
+  request: IncomingMessage,
+  proxies: ReadonlySet<string>,
+  { ipv6PrefixBits }: Pick<Limits, "ipv6PrefixBits">,
+): string {
   let address = plainAddress(request.socket.remoteAddress ?? "");
-  if (!proxies.has(address)) return address;
-  const header = request.headers["x-forwarded-for"];
-  const hops = (Array.isArray(header) ? header.join(",") : (header ?? "")).split(",");
-  for (let i = hops.length - 1; i >= 0; i--) {
-    const hop = plainAddress(hops[i]!.trim());
-    if (isIP(hop) === 0) break;
-    address = hop;
-    if (!proxies.has(hop)) break;
+  if (proxies.has(address)) {
+    const header = request.headers["x-forwarded-for"];
+    const hops = (Array.isArray(header) ? header.join(",") : (header ?? "")).split(",");
+    for (let i = hops.length - 1; i >= 0; i--) {
+      const hop = plainAddress(hops[i]!.trim());
+      if (isIP(hop) === 0) break;
+      address = hop;
+      if (!proxies.has(hop)) break;
+    }
   }
-  return address;
+  return isIP(address) === 6 ? ipv6Network(address, ipv6PrefixBits) : address;
+}
+
+/** An IPv6 address's network of `bits` bits, written in full: `2001:db8:0:0:0:0:0:0/64`. */
+export function ipv6Network(address: string, bits: number): string {
+  const groups = ipv6Groups(address);
+  const network = groups.map((group, i) => {
+    const kept = Math.max(0, Math.min(16, bits - i * 16));
+    return (group & (0xffff << (16 - kept)) & 0xffff).toString(16);
+  });
+  return `${network.join(":")}/${bits}`;
+}
+
+/** The eight 16-bit groups of a valid IPv6 address (`::`, a zone and a trailing IPv4 allowed). */
+function ipv6Groups(address: string): number[] {
+  let text = address.replace(/%.*$/, "");
+  const v4 = /(\d+)\.(\d+)\.(\d+)\.(\d+)$/.exec(text);
+  if (v4) {
+    const [a, b, c, d] = v4.slice(1).map(Number) as [number, number, number, number];
+    text = `${text.slice(0, v4.index)}${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
+  }
+  const [head, tail] = text.split("::") as [string, string | undefined];
+  const parse = (part: string) => (part === "" ? [] : part.split(":").map((g) => parseInt(g, 16)));
+  const left = parse(head);
+  const right = tail === undefined ? [] : parse(tail);
+  return [...left, ...Array<number>(8 - left.length - right.length).fill(0), ...right];
 }

@@ -16,6 +16,7 @@ import type { PresenceEvent } from "../protocol/events.js";
 import { checkId } from "../protocol/ids.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
+import { callHook, callNow, type Expect } from "../runtime/hooks.js";
 import { HeartbeatBatch, HeartbeatWheel, heartbeatInterval } from "../runtime/heartbeats.js";
 import { Subscriber, type Subscription } from "../runtime/subscriber.js";
 import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
@@ -31,6 +32,8 @@ export interface HocuspocusPresenceOptions {
    * connection it names no valid user id for is closed (Forbidden) and reported on 'error'.
    */
   identify?: (payload: IdentifyPayload) => string | Promise<string>;
+  /** How long `identify` may take; past it the connection is closed (Forbidden). Default 5 000. */
+  identifyTimeoutMs?: number;
   /** The rollcall room of a document. Default: the document's name. */
   room?: (documentName: string) => string;
   /** How often every connection is refreshed. Default: a third of the presence window. */
@@ -77,6 +80,10 @@ interface Doc {
   readonly onAwareness: (changes: unknown, origin: unknown) => void;
 }
 
+const isString: Expect<string> = (value): value is string => typeof value === "string";
+/** A WebSocket's readyState while it is open. */
+const OPEN = 1;
+
 /** The origin of the awareness removals this extension makes. */
 const ORIGIN = "rollcall";
 const FORBIDDEN = { code: 4403, reason: "Forbidden" };
@@ -105,6 +112,7 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   readonly extensionName = "rollcall";
   private readonly docs = new Map<string, Doc>();
   private readonly identify: (payload: IdentifyPayload) => string | Promise<string>;
+  private readonly identifyTimeoutMs: number;
   private readonly roomOf: (documentName: string) => string;
   private readonly subscriber: Subscriber;
   private readonly sweeper: Sweeper | undefined;
@@ -120,11 +128,24 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     options?: HocuspocusPresenceOptions,
   ) {
     super();
-    const o = knownKeys(options, ["identify", "room", "heartbeatMs", "stateIntervalMs", "sweeper"]);
+    const o = knownKeys(options, [
+      "identify",
+      "identifyTimeoutMs",
+      "room",
+      "heartbeatMs",
+      "stateIntervalMs",
+      "sweeper",
+    ]);
     if (rollcall.settings.maxStateBytes < MIN_STATE_BYTES) {
       invalidOption(`rollcall/hocuspocus needs a maxStateBytes of at least ${MIN_STATE_BYTES}`);
     }
     this.identify = callback("identify", o.identify) ?? defaultIdentify;
+    this.identifyTimeoutMs = integer(
+      "identifyTimeoutMs",
+      o.identifyTimeoutMs ?? 5_000,
+      10,
+      600_000,
+    );
     this.roomOf = callback("room", o.room) ?? ((name) => name);
     const heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const stateMs = integer("stateIntervalMs", o.stateIntervalMs ?? 1_000, 1, 3_600_000);
@@ -155,14 +176,22 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     let user: string;
     let room: string;
     try {
-      user = checkId("user", await this.identify(payload));
+      const named = await callHook(
+        "identify",
+        () => this.identify(payload),
+        isString,
+        "a user id",
+        this.identifyTimeoutMs,
+      );
+      user = checkId("user", named);
       room = this.room(documentName);
     } catch (error) {
       this.report(error);
       connection.close(FORBIDDEN);
       return;
     }
-    if (this.closed) return;
+    // The connection went while `identify` ran: it has nothing to join (nor to leave).
+    if (this.closed || connection.webSocket.readyState !== OPEN) return;
     const doc = this.docs.get(documentName) ?? this.open(documentName, room, connection.document);
     const member: Member = {
       doc,
@@ -230,7 +259,11 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     if (typeof documentName !== "string") {
       throw new InvalidInputError("INVALID_ID", "a document name must be a string");
     }
-    return checkId("room", this.roomOf(documentName));
+    const roomOf = this.roomOf;
+    return checkId(
+      "room",
+      callNow("room", () => roomOf(documentName), isString, "a room id"),
+    );
   }
 
   private heartbeat(member: Member): Heartbeat {

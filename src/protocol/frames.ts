@@ -44,6 +44,7 @@ export type FrameErrorCode =
   | "FORBIDDEN"
   | "NOT_JOINED"
   | "TOO_MANY_ROOMS"
+  | "TOO_MANY_SOCKETS"
   | "ROOM_FULL"
   | "RATE_LIMITED"
   | "INVALID_TOKEN"

@@ -3,12 +3,17 @@ import { backoff } from "../protocol/backoff.js";
 
 /**
  * Hands an error to an emitter's 'error' listeners, or to process.emitWarning when it has none:
- * an 'error' event nobody listens to would throw and take the host process down.
+ * an 'error' event nobody listens to would throw and take the host process down. A listener
+ * that throws is a warning too, never an exception in the caller.
  */
 export function reportError(emitter: EventEmitter, error: unknown): void {
   const reported = error instanceof Error ? error : new Error(String(error));
-  if (emitter.listenerCount("error") > 0) emitter.emit("error", reported);
-  else process.emitWarning(reported);
+  if (emitter.listenerCount("error") === 0) return process.emitWarning(reported);
+  try {
+    emitter.emit("error", reported);
+  } catch (thrown) {
+    process.emitWarning(thrown instanceof Error ? thrown : new Error(String(thrown)));
+  }
 }
 
 /** The pause between rounds of a background loop, which stopping cuts short. */

@@ -10,7 +10,8 @@ import { callback, integer, invalidOption, knownKeys } from "../protocol/options
 import { encodeState, type MemberState } from "../protocol/state.js";
 import { reportError } from "../runtime/background.js";
 import { HeartbeatBatch, HeartbeatWheel, heartbeatInterval } from "../runtime/heartbeats.js";
-import { RateLimit } from "../runtime/rateLimit.js";
+import { callNow, isBoolean, type Expect } from "../runtime/hooks.js";
+import { Budgets, RateLimit } from "../runtime/rateLimit.js";
 import { Subscriber } from "../runtime/subscriber.js";
 import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import { Feeds } from "./feeds.js";
@@ -49,9 +50,19 @@ export interface SocketIoPresenceOptions {
   state?: (socket: AnySocket, room: string) => MemberState | undefined;
   /** Accept `rollcall:typing`, `rollcall:typing-stop` and `rollcall:state` from sockets. Default true. */
   clientEvents?: boolean;
-  /** Client events one socket may send at once, then `ratePerSecond` more each second. 20, 5. */
+  /**
+   * Client events one user may send at once over all their sockets of this instance, then
+   * `ratePerSecond` more each second (a token bucket). Defaults 20 and 5. A socket with no user
+   * has a budget of its own.
+   */
   rateBurst?: number;
   ratePerSecond?: number;
+  /**
+   * Sockets of one user on this instance, at most: one more gets a `rollcall:error`
+   * TOO_MANY_SOCKETS and is disconnected. Default 64, the most connections of one user the
+   * engine holds in a room.
+   */
+  maxSocketsPerUser?: number;
   /** How often every (socket, room) is heartbeated. Default a third of the presence window. */
   heartbeatMs?: number;
   /**
@@ -81,6 +92,18 @@ interface Member {
   readonly rate: RateLimit;
   strikes: number;
 }
+
+type Filter = (room: string, socket: AnySocket) => boolean;
+
+/** What the `user` hook may name: a user, or nobody. */
+const isUserOrNobody: Expect<string | null | undefined> = (
+  value,
+): value is string | null | undefined =>
+  value === undefined || value === null || typeof value === "string";
+
+/** What the `state` hook may give: a state (encodeState looks closer), or none. */
+const isStateOrNone: Expect<MemberState | undefined> = (value): value is MemberState | undefined =>
+  value === undefined || (typeof value === "object" && value !== null && !Array.isArray(value));
 
 /** A client event's acknowledgement callback. */
 type Ack = (reply: { ok: boolean; code?: FrameErrorCode; message?: string; room?: string }) => void;
@@ -127,10 +150,11 @@ export class SocketIoPresence extends EventEmitter<Events> {
   private readonly ownsSubscriber: boolean;
   private readonly sweeper: Sweeper | undefined;
   private readonly identify: (socket: AnySocket) => string | null | undefined;
-  private readonly filter: ((room: string, socket: AnySocket) => boolean) | null;
+  private readonly filter: Filter | null;
   private readonly initial: SocketIoPresenceOptions["state"];
   private readonly clientEvents: boolean;
-  private readonly rate: { burst: number; perSecond: number };
+  private readonly rate: { rateBurst: number; ratePerSecond: number; maxSocketsPerUser: number };
+  private readonly budgets: Budgets;
   private readonly detach: (() => void)[] = [];
   private closed = false;
 
@@ -147,6 +171,7 @@ export class SocketIoPresence extends EventEmitter<Events> {
       "clientEvents",
       "rateBurst",
       "ratePerSecond",
+      "maxSocketsPerUser",
       "heartbeatMs",
       "recoveryMs",
       "subscriber",
@@ -155,15 +180,22 @@ export class SocketIoPresence extends EventEmitter<Events> {
     const identify = callback<SocketIoPresenceOptions["user"]>("user", o.user);
     if (!identify) invalidOption("user is required: a function of the socket");
     this.identify = identify;
+    const filter = o.rooms === false ? null : callback<Filter>("rooms", o.rooms);
     this.filter =
-      o.rooms === false ? null : (callback("rooms", o.rooms) ?? ((room, s) => room !== s.id));
+      o.rooms === false
+        ? null
+        : filter
+          ? (room, s) => callNow("rooms", () => filter(room, s), isBoolean, "a boolean")
+          : (room, s) => room !== s.id;
     this.initial = callback("state", o.state);
     this.clientEvents = o.clientEvents ?? true;
     if (typeof this.clientEvents !== "boolean") invalidOption("clientEvents must be a boolean");
     this.rate = {
-      burst: integer("rateBurst", o.rateBurst ?? 20, 1, 1_000_000),
-      perSecond: integer("ratePerSecond", o.ratePerSecond ?? 5, 1, 1_000_000),
+      rateBurst: integer("rateBurst", o.rateBurst ?? 20, 1, 1_000_000),
+      ratePerSecond: integer("ratePerSecond", o.ratePerSecond ?? 5, 1, 1_000_000),
+      maxSocketsPerUser: integer("maxSocketsPerUser", o.maxSocketsPerUser ?? 64, 1, 10_000_000),
     };
+    this.budgets = new Budgets(this.rate);
     this.heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const recovery = nsp.server._opts.connectionStateRecovery;
     const recoverable = recovery ? (recovery.maxDisconnectionDuration ?? 120_000) : 0;
@@ -303,7 +335,7 @@ export class SocketIoPresence extends EventEmitter<Events> {
     if (this.closed || this.members.has(socket.id)) return;
     let user: string | null;
     try {
-      const named = this.identify(socket);
+      const named = callNow("user", () => this.identify(socket), isUserOrNobody, "a user id");
       user = named === null || named === undefined ? null : checkId("user", named);
     } catch (error) {
       this.report(error);
@@ -316,12 +348,25 @@ export class SocketIoPresence extends EventEmitter<Events> {
     }
     // A recovered socket goes on as the connection it was: no leave, no join.
     const same = held && held.member.user === user;
+    if (held && !same) this.release(held.member);
+    // The user's budget, shared by their sockets (a recovered one keeps its own count).
+    const rate = same
+      ? held.member.rate
+      : user === null
+        ? new RateLimit(this.rate.rateBurst, this.rate.ratePerSecond)
+        : this.budgets.take(user);
+    if (!rate) {
+      const message = `too many sockets for this user (${this.rate.maxSocketsPerUser})`;
+      socket.emit(EVENTS.error, { code: "TOO_MANY_SOCKETS", message });
+      socket.disconnect(true);
+      return;
+    }
     const member: Member = {
       socket,
       user,
       connection: same ? held.member.connection : randomUUID(),
       rooms: new Map(),
-      rate: new RateLimit(this.rate.burst, this.rate.perSecond),
+      rate,
       strikes: 0,
     };
     this.members.set(socket.id, member);
@@ -377,9 +422,10 @@ export class SocketIoPresence extends EventEmitter<Events> {
 
   /** The state hook's state, checked here: in the turn's batch it would fail its neighbours. */
   private stateOf(member: Member, room: string): MemberState | undefined {
-    if (!this.initial) return undefined;
+    const initial = this.initial;
+    if (!initial) return undefined;
     try {
-      const state = this.initial(member.socket, room);
+      const state = callNow("state", () => initial(member.socket, room), isStateOrNone, "a state");
       if (state !== undefined) encodeState(state, this.rollcall.settings.maxStateBytes);
       return state;
     } catch (error) {
@@ -426,6 +472,7 @@ export class SocketIoPresence extends EventEmitter<Events> {
       const timer = setTimeout(() => {
         if (this.held.get(member.socket.id)?.member !== member) return;
         this.held.delete(member.socket.id);
+        this.release(member);
         for (const [room, beat] of member.rooms) {
           if (beat) this.wheel.remove(beat);
           void this.leaveRoom(member, room, beat);
@@ -435,10 +482,16 @@ export class SocketIoPresence extends EventEmitter<Events> {
       this.held.set(member.socket.id, { member, timer });
       return;
     }
+    this.release(member);
     for (const [room, beat] of member.rooms) {
       if (beat) this.wheel.remove(beat);
       void this.leaveRoom(member, room, beat);
     }
+  }
+
+  /** A member is gone for good: it no longer counts against its user's sockets. */
+  private release(member: Member): void {
+    if (member.user !== null) this.budgets.release(member.user);
   }
 
   /** The client events of a socket: typing, state, and a snapshot asked for after a gap. */

@@ -178,13 +178,17 @@ describe("gateway security", () => {
     ann.send({ type: "join", room: "doc" });
     await eventually(() => ann.frames.some((f) => f.type === "snapshot"));
     await rollcall.redis.config("RESETSTAT");
+    const start = performance.now();
     for (let i = 0; i < 200; i++) ann.send({ type: "typing", room: "doc" });
     await eventually(() => ann.closed() !== undefined);
+    const seconds = (performance.now() - start) / 1000;
     expect(ann.closed()).to.equal(1008);
     expect(ann.errors().map((f) => f.type === "error" && f.code)).to.deep.equal(["RATE_LIMITED"]);
     const stats = String(await rollcall.redis.info("commandstats"));
     const scripts = Number(/cmdstat_evalsha:calls=(\d+)/.exec(stats)?.[1] ?? 0);
-    expect(scripts).to.be.at.most(10 + 2); // the burst, and the leave of the closed socket
+    // The burst, what the budget refilled (1 a second) while the frames came, however slowly the
+    // machine sent and read them, and the leave of the closed socket: nothing after the close.
+    expect(scripts).to.be.at.most(10 + Math.ceil(seconds) + 2);
   });
 
   it("refuses a socket more rooms than its limit", async () => {
@@ -197,8 +201,8 @@ describe("gateway security", () => {
     ]);
   });
 
-  it("closes a slow consumer with 1013 instead of queueing without bound", async () => {
-    const { url, rollcall } = await startGateway(
+  it("closes a slow consumer with 1013 instead of queueing without bound, and lets it go unread", async () => {
+    const { gateway, url, rollcall } = await startGateway(
       { limits: { maxBufferedBytes: 64 * 1024 } },
       { presenceWindowMs: 60_000, typingWindowMs: 5_000, maxStateBytes: 65_536 },
     );
@@ -209,12 +213,15 @@ describe("gateway security", () => {
     (slow.ws as unknown as { _socket: { pause(): void } })._socket.pause();
     await rollcall.heartbeat("doc", "writer", "c");
     const big = "x".repeat(60_000);
-    for (let i = 0; i < 400 && slow.closed() === undefined; i++) {
+    for (let i = 0; i < 400 && gateway.connections > 0; i++) {
       await rollcall.setState("doc", "writer", { big, i });
     }
+    // Let go while the client still reads nothing (cut a second after its close frame).
+    await eventually(() => gateway.connections === 0, 10_000);
     (slow.ws as unknown as { _socket: { resume(): void } })._socket.resume();
     await eventually(() => slow.closed() !== undefined, 10_000);
-    expect(slow.closed()).to.equal(1013);
+    // 1013 when the close frame got out before the cut, else the cut itself (1006).
+    expect([1013, 1006]).to.include(slow.closed());
   });
 
   it("terminates a socket that stops answering pings, and leaves its rooms", async () => {

@@ -6,7 +6,7 @@ import { DataPointType, MeterProvider, MetricReader } from "@opentelemetry/sdk-m
 import { Redis } from "ioredis";
 import WebSocket from "ws";
 import { type GatewayError, type Status } from "../../src/client/index.js";
-import { Gateway, refreshOf, type Identity } from "../../src/gateway/index.js";
+import { Gateway, refreshOf, type Identity, type JwtOptions } from "../../src/gateway/index.js";
 import { InvalidInputError, Rollcall } from "../../src/index.js";
 import { closeGateways, connect, SHORT, startGateway, token } from "../kit/gateway.js";
 import { IMMEDIATE, client } from "../kit/redis.js";
@@ -182,23 +182,39 @@ describe("gateway tokens, origins and refusals, with the browser client", () => 
 
   it("refuses bad gateway options with typed errors, bigints included", () => {
     const rollcall = new Rollcall(new Redis({ lazyConnect: true }));
+    // Long enough for HS256: each option below is refused for its own fault.
+    const s = "s".repeat(32);
     const bad: object[] = [
       { jwt: { secret: 10n } },
       { jwt: {} },
-      { jwt: { secret: "s", clockToleranceMs: 10n } },
-      { jwt: { secret: "s", allowNoExpiry: "yes" } },
-      { jwt: { secret: "s" }, origins: ["https://app.example/path"] },
-      { jwt: { secret: "s" }, origins: 10n },
-      { jwt: { secret: "s" }, trustedProxies: ["proxy.example"] },
-      { jwt: { secret: "s" }, limits: { maxSocketsPerUser: 10n } },
-      { jwt: { secret: "s" }, authTimeoutMs: 10n },
-      { jwt: { secret: "s" }, path: 10n },
+      { jwt: { secret: s, clockToleranceMs: 10n } },
+      { jwt: { secret: s, allowNoExpiry: "yes" } },
+      { jwt: { secret: s }, origins: ["https://app.example/path"] },
+      { jwt: { secret: s }, origins: 10n },
+      { jwt: { secret: s }, trustedProxies: ["proxy.example"] },
+      { jwt: { secret: s }, limits: { maxSocketsPerUser: 10n } },
+      { jwt: { secret: s }, authTimeoutMs: 10n },
+      { jwt: { secret: s }, path: 10n },
+      { jwt: { secret: s }, ids: "loose" },
     ];
     for (const options of bad) {
       expect(() => new Gateway(rollcall, options), JSON.stringify(Object.keys(options)))
         .to.throw(InvalidInputError)
         .with.property("code", "INVALID_OPTION");
     }
+    // An HMAC secret shorter than its hash (RFC 7518 §3.2), for every algorithm allowed.
+    const short: [JwtOptions, number][] = [
+      [{ secret: "12345" }, 32],
+      [{ secret: new Uint8Array(31) }, 32],
+      [{ secret: s, algorithms: ["HS256", "HS512"] }, 64],
+      [{ secret: "s".repeat(47), algorithms: ["HS384"] }, 48],
+    ];
+    for (const [jwt, needed] of short) {
+      expect(() => new Gateway(rollcall, { jwt }))
+        .to.throw(InvalidInputError, `at least ${needed} bytes`)
+        .with.property("code", "INVALID_OPTION");
+    }
+    void new Gateway(rollcall, { jwt: { secret: new Uint8Array(32) }, sweeper: false }).close();
     for (const options of [
       { prefix: 10n },
       { buckets: 10n },

@@ -10,6 +10,7 @@ import type { LeaveEvent, PresenceEvent } from "../../src/protocol/events.js";
 import { advanceClock } from "../kit/clock.js";
 import {
   ENGINE,
+  FAST,
   provider,
   spawnInstance,
   startInstance,
@@ -232,6 +233,46 @@ describe("rollcall/hocuspocus: bad input and outages", function () {
     await eventually(() => instance.errors.length > 0, 5_000, "the identity's error");
     expect(instance.errors[0]).to.have.property("code", "INVALID_ID");
     expect(await instance.presence.count("doc-bad")).to.deep.include({ users: 0 });
+  });
+
+  it("closes a connection whose identify hook hangs, rejects or whose room hook returns junk, and reports it", async () => {
+    const unhandled = watchUnhandled();
+    stops.push(() => Promise.resolve(unhandled.stop()));
+    const instance = await startInstance(redisUrl(), {
+      presence: {
+        ...FAST,
+        identifyTimeoutMs: 200,
+        identify: ({ context }) => {
+          const user = (context as { user: { id: string } }).user.id;
+          if (user === "hang") return new Promise<string>(() => undefined);
+          if (user === "reject") return Promise.reject(new Error("no such user"));
+          return user;
+        },
+        room: ((name: string) => (name === "doc-junk" ? 42 : name)) as never,
+      },
+    });
+    stops.push(() => instance.stop());
+    for (const [doc, user] of [
+      ["doc-hang", "hang"],
+      ["doc-reject", "reject"],
+      ["doc-junk", "ann"],
+    ]) {
+      const p = provider(instance.url, doc!, user!);
+      stops.push(() => Promise.resolve(p.destroy()));
+    }
+    const ok = provider(instance.url, "doc-ok", "bob");
+    stops.push(() => Promise.resolve(ok.destroy()));
+    await eventually(() => instance.errors.length >= 3, 10_000, "three errors reported");
+    expect(instance.errors.map((e) => e.message).sort()).to.deep.equal([
+      "no such user",
+      "the identify hook took longer than 200 ms",
+      "the room hook returned 42, not a room id",
+    ]);
+    await eventually(async () => (await instance.presence.count("doc-ok")).users === 1);
+    for (const doc of ["doc-hang", "doc-reject"]) {
+      expect((await instance.presence.count(doc)).users).to.equal(0);
+    }
+    expect(unhandled.count()).to.equal(0);
   });
 
   it("rides out a Redis outage: no crash, no unhandled rejection, joined once Redis is back", async () => {

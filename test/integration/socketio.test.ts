@@ -2,7 +2,7 @@ import { expect } from "chai";
 import { SocketPresence } from "../../src/client/socketio.js";
 import { InvalidInputError, type MemberState } from "../../src/index.js";
 import { io as ioClient } from "socket.io-client";
-import { SocketIoPresence } from "../../src/socketio/index.js";
+import { SocketIoPresence, type SocketIoPresenceOptions } from "../../src/socketio/index.js";
 import { advanceClock, stopClock } from "../kit/clock.js";
 import { useCluster } from "../kit/cluster.js";
 import { asReplica } from "../kit/rosters.js";
@@ -259,6 +259,100 @@ describe("rollcall/socket.io", () => {
       expect((await a.rollcall.count("room")).connections, "left at close").to.equal(0);
     } finally {
       for (const socket of sockets) socket.disconnect();
+    }
+  });
+
+  it("spends one event budget over all the sockets of a user, and caps their sockets", async () => {
+    const a = await instance({ presence: { rateBurst: 20, ratePerSecond: 1 } });
+    const tabs = Array.from({ length: 10 }, () => user(a, "ann"));
+    await Promise.all(tabs.map((t) => t.join("doc")));
+    await eventually(async () => (await a.rollcall.count("doc")).connections === 10);
+    const start = performance.now();
+    const replies = await Promise.all(
+      tabs.flatMap((t) => Array.from({ length: 20 }, () => t.call("rollcall:typing", "doc"))),
+    );
+    const seconds = (performance.now() - start) / 1000;
+    const ok = replies.filter((r) => r.ok).length;
+    // The burst, and what refilled (1 a second) while the 200 events came, however slowly.
+    expect(ok)
+      .to.be.at.least(20)
+      .and.at.most(20 + Math.ceil(seconds));
+    expect(replies.filter((r) => !r.ok).every((r) => r.code === "RATE_LIMITED")).to.equal(true);
+  });
+
+  it("disconnects a user's socket past maxSocketsPerUser (64 by default) with TOO_MANY_SOCKETS", async () => {
+    const a = await instance();
+    const tabs = Array.from({ length: 64 }, () => user(a, "ann"));
+    await eventually(() => tabs.every((t) => t.socket.connected));
+    const extra = user(a, "ann");
+    await eventually(() => extra.errors.length > 0);
+    expect(extra.errors[0]).to.include({ code: "TOO_MANY_SOCKETS" });
+    await eventually(() => !extra.socket.connected);
+    // Another user is not counted against ann, and a tab closed makes room.
+    const bob = user(a, "bob");
+    await bob.join("doc");
+    await eventually(async () => (await a.rollcall.count("doc")).users === 1);
+    tabs[0]!.socket.disconnect();
+    const again = user(a, "ann");
+    await again.join("doc");
+    await eventually(async () => (await a.rollcall.count("doc")).users === 2);
+    expect(again.errors).to.deep.equal([]);
+  });
+
+  it("reports hooks that throw, return promises or junk, and goes on without them", async () => {
+    const unhandled = watchUnhandled();
+    const a = await instance({ adapter: false });
+    const nsp = a.io.of("/hooks");
+    nsp.on("connection", (socket) => void socket.join(String(socket.handshake.auth.room)));
+    const errors: Error[] = [];
+    const presence = new SocketIoPresence(nsp, a.rollcall, {
+      // A user id by promise (a rejected one for bob): no user, reported, never unhandled.
+      user: ((s) => {
+        const name = (s.handshake.auth as { user: string }).user;
+        if (name === "bob") return Promise.reject(new Error("no such session"));
+        if (name === "cat") return Promise.resolve("cat");
+        if (name === "dan") throw new Error("the user hook threw");
+        return name;
+      }) as SocketIoPresenceOptions["user"],
+      rooms: ((room: string) => (room === "odd" ? "yes" : room !== "skip")) as never,
+      state: ((_s: unknown, room: string) =>
+        room === "async" ? Promise.resolve({ a: 1 }) : undefined) as never,
+      sweeper: false,
+    });
+    presence.on("error", (error) => errors.push(error));
+    const connect = (auth: object) =>
+      ioClient(`${a.url}/hooks`, { auth, transports: ["websocket"] });
+    const sockets = [
+      connect({ user: "ann", room: "doc" }),
+      connect({ user: "bob", room: "doc" }),
+      connect({ user: "cat", room: "doc" }),
+      connect({ user: "dan", room: "doc" }),
+      connect({ user: "eve", room: "odd" }),
+      connect({ user: "fay", room: "async" }),
+    ];
+    try {
+      await eventually(async () => (await a.rollcall.count("async")).users === 1);
+      await eventually(() => errors.length >= 5);
+      const { members } = await a.rollcall.roster("doc");
+      expect(members.map((m) => m.user)).to.deep.equal(["ann"]);
+      expect(
+        (await a.rollcall.roster("async")).members.map((m) => [m.user, m.state]),
+      ).to.deep.equal([["fay", null]]);
+      expect((await a.rollcall.count("odd")).users).to.equal(0);
+      expect(errors.map((e) => e.message).sort()).to.deep.equal([
+        'the rooms hook returned "yes", not a boolean',
+        "the state hook returned a promise, not a state (it must not be async)",
+        "the user hook returned a promise, not a user id (it must not be async)",
+        "the user hook returned a promise, not a user id (it must not be async)",
+        "the user hook threw",
+      ]);
+      // The rejected promise was swallowed: nothing unhandled.
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(unhandled.count()).to.equal(0);
+    } finally {
+      for (const socket of sockets) socket.disconnect();
+      await presence.close();
+      unhandled.stop();
     }
   });
 

@@ -7,7 +7,8 @@ import WebSocket from "ws";
 import { BEARER_PROTOCOL, SUBPROTOCOL, type ServerFrame } from "../../src/gateway/index.js";
 import { client, redisUrl } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
-import { SECRET } from "../kit/gateway.js";
+import { SECRET, token } from "../kit/gateway.js";
+import { expect } from "chai";
 import type { FromServer, ServerConfig, ServerStats, ToServer } from "./server.js";
 
 const SERVER = fileURLToPath(new URL("./server.ts", import.meta.url));
@@ -27,6 +28,27 @@ export interface GatewayProcess {
 }
 
 const running = new Set<GatewayProcess>();
+
+/** Every token the suite sends: none may ever show in a gateway's output (stopProcesses). */
+export const sentTokens: string[] = [];
+
+/** A signed HS256 token for a user (see test/kit/gateway.ts), remembered as sent. */
+export async function tokenOf(
+  user: string,
+  claims: Record<string, unknown> = {},
+  expires: string | number = "1h",
+): Promise<string> {
+  const jwt = await token(user, claims, expires);
+  sentTokens.push(jwt);
+  return jwt;
+}
+
+/** Runs an attack and checks that Redis holds and ran nothing new because of it. */
+export async function writesNothing(attack: () => Promise<void>): Promise<void> {
+  const before = await redisWrites();
+  await attack();
+  expect(await redisWrites()).to.deep.equal(before);
+}
 
 /** Starts a gateway process; `descriptors` lowers its open-file limit (ulimit -n). */
 export async function startProcess(
@@ -60,10 +82,14 @@ export async function startProcess(
       }
     });
   });
-  /** Sends a request; resolves with the process's answer to it. */
+  /** Sends a request; resolves with the process's answer to it, rejects if the process died. */
   const ask = (request: ToServer & { id: number }) =>
-    new Promise<FromServer>((resolve) => {
+    new Promise<FromServer>((resolve, reject) => {
+      if (child.exitCode !== null || child.signalCode !== null) {
+        return reject(new Error(`the gateway process is gone: ${output}`));
+      }
       waiting.set(request.id, resolve);
+      void exited.then(() => reject(new Error(`the gateway process died: ${output}`)));
       child.send(request);
     });
   const gateway: GatewayProcess = {
@@ -242,4 +268,118 @@ export async function redisWrites(): Promise<{ keys: string[]; scripts: number }
   );
   admin.disconnect();
   return { keys, scripts };
+}
+
+/** What a raw connection got: every byte, and whether the server hung up. */
+export interface RawExchange {
+  /** Resolves with everything the server sent, once it closed the connection (or `ms` passed). */
+  readonly done: Promise<{ data: string; closed: boolean }>;
+  readonly socket: Socket;
+}
+
+/**
+ * Writes bytes (at once, or in pieces) over a new connection and keeps what comes back; after the
+ * last piece it may end its side (`end`) or stay silent. `ms` bounds the wait for the server.
+ */
+export function rawExchange(
+  port: number,
+  pieces: readonly (string | Buffer)[],
+  options: { end?: boolean; ms?: number } = {},
+): RawExchange {
+  const socket = connect(port, "127.0.0.1");
+  const chunks: Buffer[] = [];
+  socket.on("error", () => undefined);
+  socket.on("data", (chunk: Buffer) => chunks.push(chunk));
+  socket.once("connect", () => {
+    for (const piece of pieces) socket.write(piece);
+    if (options.end) socket.end();
+  });
+  const done = new Promise<{ data: string; closed: boolean }>((resolve) => {
+    const timer = setTimeout(() => finish(false), options.ms ?? 10_000);
+    const finish = (closed: boolean) => {
+      clearTimeout(timer);
+      resolve({ data: Buffer.concat(chunks).toString("latin1"), closed });
+    };
+    socket.once("close", () => finish(true));
+  });
+  return { done, socket };
+}
+
+/**
+ * A WebSocket client that speaks the frames itself over a net socket and, unlike a well-behaved
+ * one, ignores the server's close frame: it goes on sending whatever it is told to.
+ */
+export interface StubbornPeer {
+  frames: ServerFrame[];
+  /** The close code the server sent, if it did. */
+  closeCode(): number | undefined;
+  /** Whether the TCP connection is gone. */
+  gone(): boolean;
+  send(frame: unknown): void;
+  destroy(): void;
+}
+
+export function openStubbornPeer(port: number, jwt: string): Promise<StubbornPeer> {
+  const socket = connect(port, "127.0.0.1");
+  socket.on("error", () => undefined);
+  const frames: ServerFrame[] = [];
+  let code: number | undefined;
+  let gone = false;
+  let buffer = Buffer.alloc(0);
+  let upgraded = false;
+  socket.once("close", () => (gone = true));
+  return new Promise((resolve, reject) => {
+    socket.once("connect", () =>
+      socket.write(
+        `GET /presence HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\n` +
+          `Upgrade: websocket\r\nSec-WebSocket-Version: 13\r\n` +
+          `Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n` +
+          `Sec-WebSocket-Protocol: ${SUBPROTOCOL}, ${BEARER_PROTOCOL}${jwt}\r\n\r\n`,
+      ),
+    );
+    socket.on("data", (chunk: Buffer) => {
+      buffer = Buffer.concat([buffer, chunk]);
+      if (!upgraded) {
+        const end = buffer.indexOf("\r\n\r\n");
+        if (end < 0) return;
+        const status = buffer.subarray(0, end).toString("latin1").split(" ")[1];
+        if (status !== "101") return reject(new Error(`refused: ${status}`));
+        upgraded = true;
+        buffer = buffer.subarray(end + 4);
+        resolve(peer);
+      }
+      // Server frames are unmasked; these tests only meet short ones (< 64 KiB).
+      while (buffer.length >= 2) {
+        const opcode = buffer[0]! & 0x0f;
+        let length = buffer[1]! & 0x7f;
+        let offset = 2;
+        if (length === 126) {
+          if (buffer.length < 4) return;
+          length = buffer.readUInt16BE(2);
+          offset = 4;
+        }
+        if (buffer.length < offset + length) return;
+        const payload = buffer.subarray(offset, offset + length);
+        buffer = buffer.subarray(offset + length);
+        if (opcode === 0x1) frames.push(JSON.parse(payload.toString()) as ServerFrame);
+        if (opcode === 0x8) code = payload.length >= 2 ? payload.readUInt16BE(0) : 1005;
+      }
+    });
+    const peer: StubbornPeer = {
+      frames,
+      closeCode: () => code,
+      gone: () => gone,
+      send(frame) {
+        const payload = Buffer.from(JSON.stringify(frame));
+        const mask = Buffer.from([1, 2, 3, 4]);
+        const header =
+          payload.length < 126
+            ? Buffer.from([0x81, 0x80 | payload.length])
+            : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
+        const masked = payload.map((byte, i) => byte ^ mask[i % 4]!);
+        socket.write(Buffer.concat([header, mask, masked]));
+      },
+      destroy: () => socket.destroy(),
+    };
+  });
 }

@@ -4,7 +4,7 @@
 // its fake clock on (`advance`) and lets its held hook answer (`release`).
 import { install } from "@sinonjs/fake-timers";
 import { readdirSync } from "node:fs";
-import { createServer } from "node:http";
+import { createServer, type IncomingMessage } from "node:http";
 import type { AddressInfo } from "node:net";
 import { Redis } from "ioredis";
 import {
@@ -40,7 +40,47 @@ export interface ServerConfig {
   authTimeoutMs?: number;
   pingMs?: number;
   limits?: Partial<Limits>;
+  ids?: "strict";
+  /** Hooks that misbehave on request (see `behave`): `authenticate` (mode hook) and `origins` as
+   * the X-Hook and X-Hook-Origin headers say, `authorize` and `capacity` as the room's name
+   * starts (`hook-<kind>-…`, `cap-<kind>-…`). */
+  misbehave?: boolean;
+  /** The origins function a user would write: it throws on `Origin: null`. */
+  originsBySuffix?: boolean;
+  /** The 'error' listener throws after it records the error. */
+  errorListenerThrows?: boolean;
+  /** With attach: the host server's header, request and keep-alive timeouts. */
+  hostTimeoutMs?: number;
 }
+
+/** A hook's misbehaviour: throw, reject, hang, or junk of some type; anything else is normal. */
+function behave(kind: string | undefined, normal: () => unknown): unknown {
+  switch (kind) {
+    case "throw":
+      throw new Error("the hook threw");
+    case "reject":
+      return Promise.reject(new Error("the hook rejected"));
+    case "hang":
+      return new Promise(() => undefined);
+    case "junk":
+      return 42;
+    case "junkstring":
+      return "yes";
+    case "junkobject":
+      return { user: 7 };
+    case "junknull":
+      return null;
+    default:
+      return normal();
+  }
+}
+
+const kindOf = (prefix: string, room: string) =>
+  room.startsWith(prefix) ? room.slice(prefix.length).split("-")[0] : undefined;
+const header = (request: IncomingMessage, name: string) => {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
 
 export type ToServer =
   { type: "stats"; id: number } | { type: "advance"; id: number; ms: number } | { type: "release" };
@@ -83,7 +123,7 @@ function fromToken(token: string): Identity {
   };
 }
 
-const hook: GatewayOptions["authenticate"] = async (request) => {
+const normalHook = async (request: IncomingMessage): Promise<Identity | null> => {
   if (config.holdHook) await released;
   const token = bearerToken(request);
   if (token) return fromToken(token);
@@ -91,6 +131,22 @@ const hook: GatewayOptions["authenticate"] = async (request) => {
   const session = /(?:^|;\s*)session=([^;]+)/.exec(request.headers.cookie ?? "")?.[1];
   return session ? { user: session, rooms: ["*"] } : null;
 };
+const hook = (
+  config.misbehave
+    ? (request: IncomingMessage) => behave(header(request, "x-hook"), () => normalHook(request))
+    : normalHook
+) as GatewayOptions["authenticate"];
+
+const misbehaving: Partial<GatewayOptions> = config.misbehave
+  ? {
+      authorize: ((_identity: Identity, room: string) =>
+        behave(kindOf("hook-", room), () => true)) as GatewayOptions["authorize"],
+      capacity: ((room: string) =>
+        behave(kindOf("cap-", room), () => undefined)) as GatewayOptions["capacity"],
+      origins: ((_origin: string, request: IncomingMessage) =>
+        behave(header(request, "x-hook-origin"), () => true)) as GatewayOptions["origins"],
+    }
+  : {};
 
 const gateway = new Gateway(rollcall, {
   ...(config.mode === "jwt"
@@ -103,17 +159,39 @@ const gateway = new Gateway(rollcall, {
     : { authenticate: hook }),
   sweeper: false,
   ...(config.origins ? { origins: config.origins } : {}),
+  ...(config.originsBySuffix
+    ? { origins: (origin: string) => new URL(origin).hostname.endsWith(".example.com") }
+    : {}),
+  ...misbehaving,
+  ...(config.ids ? { ids: config.ids } : {}),
   ...(config.trustedProxies ? { trustedProxies: config.trustedProxies } : {}),
   ...(config.authTimeoutMs ? { authTimeoutMs: config.authTimeoutMs } : {}),
   ...(config.pingMs ? { pingMs: config.pingMs } : {}),
   ...(config.limits ? { limits: config.limits } : {}),
 });
 const errors: string[] = [];
-gateway.on("error", (error) => errors.push(`${error.name}: ${error.message}`));
+gateway.on("error", (error) => {
+  errors.push(`${error.name}: ${error.message}`);
+  if (config.errorListenerThrows) throw new Error("the error listener threw");
+});
+// A process that took a crash from the gateway would exit: the suite sees it in `stats`.
+process.on("warning", (warning) => errors.push(`warning ${warning.name}: ${warning.message}`));
 
 let port: number;
 if (config.attach) {
-  const server = createServer((_request, response) => response.end("a page\n"));
+  // A host that bounds its own requests, as docs/internet.md advises, when told to.
+  const bound = config.hostTimeoutMs;
+  const server = createServer(
+    bound === undefined
+      ? {}
+      : {
+          headersTimeout: bound,
+          requestTimeout: bound,
+          keepAliveTimeout: bound,
+          connectionsCheckingInterval: Math.min(1_000, bound),
+        },
+    (_request, response) => response.end("a page\n"),
+  );
   gateway.attach(server);
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   port = (server.address() as AddressInfo).port;
