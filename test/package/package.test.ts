@@ -16,6 +16,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -24,6 +25,11 @@ import { ROOT } from "../kit/build.js";
 import { redisUrl } from "../kit/redis.js";
 
 const run = promisify(execFile);
+/**
+ * The sources, loaded as the rest of the test process loads them (an import() here would load
+ * yjs a second time, as an ES module, beside the copy the other suites' Hocuspocus uses).
+ */
+const load = createRequire(import.meta.url);
 const FIXTURES = fileURLToPath(new URL("./fixtures/", import.meta.url));
 const MANIFEST = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as {
   name: string;
@@ -300,7 +306,7 @@ describe("the package, packed and installed into empty projects", function () {
           writeFileSync(join(project(), file), exportsScript(consumer.entries, kind));
           const names = JSON.parse(await node(project(), [file])) as Record<string, string[]>;
           for (const entry of consumer.entries) {
-            const source = (await import(sourceOf(entry))) as Record<string, unknown>;
+            const source = load(sourceOf(entry)) as Record<string, unknown>;
             expect(names[specifier(entry)], specifier(entry)).to.deep.equal(
               Object.keys(source).sort(),
             );
