@@ -71,12 +71,13 @@ const DOCS: [string, Check[]][] = [
         run: async ([source]) => {
           expect(source).to.match(/^make demo {3}#/m);
           const { code, stdout } = await runScript(["src/dev/demo.ts", "--scripted"], {
-            DEMO_PRESENCE_MS: "2000",
-            DEMO_TYPING_MS: "1000",
-            DEMO_HEARTBEAT_MS: "500",
-            DEMO_SWEEP_MS: "250",
-            DEMO_PING_MS: "500",
-            DEMO_GRACE_MS: "500",
+            // The shortest windows the demo's scenario allows: its swept bob goes within 2 s.
+            DEMO_PRESENCE_MS: "1000",
+            DEMO_TYPING_MS: "500",
+            DEMO_HEARTBEAT_MS: "300",
+            DEMO_SWEEP_MS: "100",
+            DEMO_PING_MS: "300",
+            DEMO_GRACE_MS: "200",
           });
           expect(code, stdout).to.equal(0);
           expect(stdout).to.match(/scripted demo OK: 7 events, as expected\n$/);
