@@ -68,7 +68,7 @@ function checkSecretLength(secret: string | Uint8Array, algorithms: readonly str
   }
 }
 
-type CheckedJwtOptions = JwtOptions &
+export type CheckedJwtOptions = JwtOptions &
   Required<Pick<JwtOptions, "clockToleranceMs" | "allowNoExpiry">>;
 
 interface JsonWebKeySetLike {

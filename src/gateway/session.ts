@@ -1,22 +1,21 @@
-import { randomUUID } from "node:crypto";
 import type { WebSocket } from "ws";
-import { RollcallError } from "../protocol/errors.js";
+import type { EventType } from "../protocol/events.js";
 import {
   FrameError,
-  frameErrorCode,
   parseClientFrame,
   SUBPROTOCOL_V2,
   type ClientFrame,
   type FrameErrorCode,
   type ServerFrame,
 } from "../protocol/frames.js";
-import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
-import { HookError } from "../runtime/hooks.js";
+import { checkId, type IdPolicy } from "../protocol/ids.js";
+import type { MemberState } from "../protocol/state.js";
+import type { Connection, Turn } from "../runtime/connection.js";
+import type { Host } from "../runtime/host.js";
+import type { RateLimit } from "../runtime/rateLimit.js";
 import type { Identity } from "./auth.js";
 import type { Expiries } from "./expiries.js";
-import type { RateLimit } from "../runtime/rateLimit.js";
 import type { Limits } from "./limits.js";
-import type { Rooms } from "./rooms.js";
 
 /** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
 export const CLOSE = {
@@ -36,14 +35,18 @@ export const CLOSE_GRACE_MS = 1_000;
 
 /** What a session needs of its gateway: a narrow view, not the gateway itself. */
 export interface SessionHost {
-  readonly rollcall: Rollcall;
+  readonly host: Host<Session>;
   readonly limits: Limits;
   /** The longest frame read, but for a refresh (see frameSizes). */
   readonly frameBytes: number;
-  readonly rooms: Rooms;
+  readonly ids: IdPolicy;
   /** Leeway past an identity's expiry before its socket closes. */
   readonly expiryLeewayMs: number;
   readonly expiries: Expiries<Session>;
+  /** Whether an identity may be in a room (its rooms and the `authorize` hook agree). */
+  allowed(identity: Identity, room: string): Promise<boolean>;
+  /** The most members a room may hold, or undefined (a failing `capacity` hook throws). */
+  capacity(room: string): number | undefined;
   /** The socket closed: the gateway forgets it (the session then leaves its rooms). */
   ended(session: Session): void;
   /** The identity a refresh token establishes, or a FrameError (INVALID_TOKEN). */
@@ -51,28 +54,22 @@ export interface SessionHost {
   report(error: unknown): void;
 }
 
-/** One (socket, room) pair, as the heartbeat wheel holds it. */
-export interface Beat {
-  readonly session: Session;
-  readonly room: string;
-}
-
 /**
- * One WebSocket: a rollcall connection of the user the server authenticated. Frames are handled
- * one at a time, in order; each reaches Redis at most once, within the socket's rate limit.
+ * One WebSocket: a rollcall connection of the user the server authenticated, on the gateway's
+ * host. Frames are handled one at a time, in order (the connection's turns); each reaches Redis
+ * at most once, within the socket's rate limit. The session owns what only the protocol knows:
+ * the socket's identity and expiry, the rooms whose count it watches, its frame budget.
  */
 export class Session {
-  /** The socket's connection id in every room it joins. */
-  readonly connection = randomUUID();
-  private joined: Map<string, Beat> | undefined;
+  /** The socket's rollcall connection: its rooms, its calls in order. */
+  readonly connection: Connection<Session>;
+  /** The rooms whose count the socket watches (made at the first: an idle socket costs little). */
   private watched: Set<string> | undefined;
   /** The protocol version the socket speaks (its subprotocol): 2 has coalesced and count frames. */
   readonly version: 1 | 2;
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
   alive = true;
   private strikes = 0;
-  /** The frames being handled, in order (none yet: an idle socket keeps no promise). */
-  private queue: Promise<void> | undefined;
   /** The gateway decided to close the socket: no frame of it is handled from then on. */
   private shutting = false;
   private closed = false;
@@ -80,29 +77,15 @@ export class Session {
   private expiry: number | undefined;
 
   constructor(
-    private readonly host: SessionHost,
+    private readonly gateway: SessionHost,
     readonly ws: WebSocket,
     private current: Identity,
     /** The user's frame budget, shared by all their sockets. */
     private readonly rate: RateLimit,
   ) {
     this.version = ws.protocol === SUBPROTOCOL_V2 ? 2 : 1;
+    this.connection = gateway.host.connect(current.user, this);
     this.armExpiry();
-  }
-
-  /** The heartbeat of this socket's connection in a room. */
-  heartbeat(room: string): Heartbeat {
-    return { room, user: this.user, connection: this.connection };
-  }
-
-  /** The rooms the socket is in (made at the first join: an idle socket should cost little). */
-  get rooms(): Map<string, Beat> {
-    return (this.joined ??= new Map());
-  }
-
-  /** The rooms whose count the socket watches. */
-  get watching(): Set<string> {
-    return (this.watched ??= new Set());
   }
 
   get identity(): Identity {
@@ -110,7 +93,7 @@ export class Session {
   }
 
   get user(): string {
-    return this.identity.user;
+    return this.current.user;
   }
 
   send(frame: ServerFrame): void {
@@ -121,7 +104,7 @@ export class Session {
   sendText(text: string | Buffer): void {
     if (this.closed || this.shutting) return;
     // A reader this far behind is a slow consumer: its queue would only grow.
-    if (this.ws.bufferedAmount > this.host.limits.maxBufferedBytes) {
+    if (this.ws.bufferedAmount > this.gateway.limits.maxBufferedBytes) {
       this.shut(CLOSE.tryLater, "slow consumer");
       return;
     }
@@ -141,7 +124,7 @@ export class Session {
       refused = error;
     }
     // ws takes frames as long as a refresh may be: any other is held to the frame limit.
-    if ((data as Buffer).length > this.host.frameBytes && frame?.type !== "refresh") {
+    if ((data as Buffer).length > this.gateway.frameBytes && frame?.type !== "refresh") {
       this.shut(CLOSE.tooBig, "frame too big");
       return;
     }
@@ -149,91 +132,150 @@ export class Session {
       // A flood gets one error, then the socket is closed if it goes on.
       this.strikes += 1;
       if (this.strikes === 1) this.fail("RATE_LIMITED", "too many frames", frame?.ref);
-      if (this.strikes > this.host.limits.rateBurst) this.shut(CLOSE.policy, "rate limit");
+      if (this.strikes > this.gateway.limits.rateBurst) this.shut(CLOSE.policy, "rate limit");
       return;
     }
     this.strikes = 0;
-    this.host.rollcall.metrics.add("rollcall.gateway.frames", 1, { type: frame?.type ?? "bad" });
-    // In the queue, refusals too: replies go out in the order of the frames they answer.
-    this.queue = (this.queue ?? Promise.resolve()).then(() =>
-      frame
-        ? this.handle(frame).catch((e: unknown) => this.refuse(e, frame.ref))
-        : this.refuse(refused),
-    );
+    this.gateway.host.rollcall.metrics.add("rollcall.gateway.frames", 1, {
+      type: frame?.type ?? "bad",
+    });
+    // In the connection's order, refusals too: replies go out in the order of the frames.
+    void this.connection.inTurn(async (turn) => {
+      try {
+        if (!frame) throw refused;
+        await this.handle(frame, turn);
+      } catch (error) {
+        this.refuse(error, frame?.ref);
+      }
+    });
   }
 
   /** The socket closed, cleanly or not: leaves every room, like a handler's `finally` block. */
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    if (this.expiry !== undefined) this.host.expiries.remove(this, this.expiry);
-    await this.queue;
-    const { rooms } = this.host;
-    for (const room of this.watched ?? []) rooms.unwatch(this, room);
-    const joined = [...(this.joined?.keys() ?? [])];
-    await Promise.all(joined.map((room) => rooms.leave(this, room)));
+    if (this.expiry !== undefined) this.gateway.expiries.remove(this, this.expiry);
+    for (const room of this.watched ?? []) this.gateway.host.unwatch(room, this);
+    this.watched = undefined;
+    await this.connection.close();
   }
 
-  private async handle(frame: ClientFrame): Promise<void> {
+  private async handle(frame: ClientFrame, turn: Turn): Promise<void> {
     if (this.closed || this.shutting) return;
-    const { rollcall, rooms } = this.host;
     switch (frame.type) {
       case "join":
-        await rooms.join(this, frame.room, frame.state, frame.types, frame.ref);
+        await this.join(turn, frame.room, frame.state, frame.types, frame.ref);
         return;
       case "leave":
-        if (this.rooms.has(frame.room)) await rooms.leave(this, frame.room);
+        await turn.leave(frame.room);
         break;
       case "typing":
-        await rollcall.startTyping(this.inRoom(frame.room, frame.ref), this.user);
+        await turn.startTyping(frame.room);
         break;
       case "typing-stop":
-        await rollcall.stopTyping(this.inRoom(frame.room, frame.ref), this.user);
+        await turn.stopTyping(frame.room);
         break;
       case "state":
-        await rollcall.setState(this.inRoom(frame.room, frame.ref), this.user, frame.state);
+        await turn.setState(frame.room, frame.state);
         break;
       case "heartbeat":
-        await rooms.beat(this);
+        await turn.beat();
         break;
       case "refresh":
-        await this.refresh(frame.token, frame.ref);
+        await this.refresh(turn, frame.token, frame.ref);
         return;
       case "watch":
-        await rooms.watch(this, frame.room, frame.ref);
+        await this.watch(frame.room, frame.ref);
         return;
       case "unwatch":
-        if (!this.watching.has(frame.room)) {
+        if (!this.watched?.delete(frame.room)) {
           throw new FrameError("NOT_JOINED", `not watching room ${frame.room}`, frame.ref);
         }
-        rooms.unwatch(this, frame.room);
+        this.gateway.host.unwatch(frame.room, this);
         break;
     }
     if (frame.ref !== undefined) this.send({ type: "ack", ref: frame.ref });
+  }
+
+  /** Joins a room, or rejoins it: heartbeat (join), then a snapshot for its replica. */
+  private async join(
+    turn: Turn,
+    room: string,
+    state: MemberState | undefined,
+    types: EventType[] | undefined,
+    ref: string | undefined,
+  ): Promise<void> {
+    const { ids, limits } = this.gateway;
+    checkId("room", room, ids);
+    const capacity = this.gateway.capacity(room);
+    const result = await turn.join(room, {
+      ...(state === undefined ? {} : { state }),
+      ...(capacity === undefined ? {} : { capacity }),
+      ...(types === undefined ? {} : { types }),
+      ...(ref === undefined ? {} : { ref }),
+      admit: async () => {
+        const { maxRoomsPerSocket } = limits;
+        if (this.connection.size >= maxRoomsPerSocket) {
+          throw new FrameError("TOO_MANY_ROOMS", `at most ${maxRoomsPerSocket} rooms`, ref);
+        }
+        if (!(await this.gateway.allowed(this.identity, room))) {
+          throw new FrameError("FORBIDDEN", `not allowed in room ${room}`, ref);
+        }
+      },
+    });
+    if (result.full) throw new FrameError("ROOM_FULL", `room ${room} is full`, ref);
+  }
+
+  /**
+   * Watches a room's member count: a count frame now (the answer), then one when the count
+   * changes. It is no member, and hears no event.
+   */
+  private async watch(room: string, ref: string | undefined): Promise<void> {
+    const { ids, limits } = this.gateway;
+    checkId("room", room, ids);
+    const watched = (this.watched ??= new Set());
+    if (watched.has(room)) throw new FrameError("BAD_FRAME", `watching ${room} already`, ref);
+    if (watched.size >= limits.maxRoomsPerSocket) {
+      throw new FrameError(
+        "TOO_MANY_ROOMS",
+        `at most ${limits.maxRoomsPerSocket} watched rooms`,
+        ref,
+      );
+    }
+    if (!(await this.gateway.allowed(this.identity, room))) {
+      throw new FrameError("FORBIDDEN", `not allowed in room ${room}`, ref);
+    }
+    watched.add(room);
+    try {
+      await this.gateway.host.watch(room, this, ref);
+    } catch (error) {
+      watched.delete(room);
+      throw error;
+    }
   }
 
   /**
    * A fresh token: the socket lives on to its expiry, and leaves the rooms it no longer allows.
    * A token of another user is no refresh: the socket closes.
    */
-  private async refresh(token: string, ref: string | undefined): Promise<void> {
-    const identity = await this.host.reauthenticate(token, this.current);
+  private async refresh(turn: Turn, token: string, ref: string | undefined): Promise<void> {
+    const identity = await this.gateway.reauthenticate(token, this.current);
     if (identity.user !== this.user) {
       this.shut(CLOSE.identityChanged, "the token names another user");
       return;
     }
     this.current = identity;
     this.armExpiry();
-    const { rooms } = this.host;
-    for (const room of [...this.watching]) {
+    for (const room of [...(this.watched ?? [])]) {
       if (await this.stillAllowed(identity, room)) continue;
-      rooms.unwatch(this, room);
+      this.watched?.delete(room);
+      this.gateway.host.unwatch(room, this);
       const message = `the new token does not allow room ${room}: unwatched`;
       this.send({ type: "error", code: "FORBIDDEN", message, room });
     }
-    for (const room of [...this.rooms.keys()]) {
+    for (const room of this.connection.rooms()) {
       if (await this.stillAllowed(identity, room)) continue;
-      await rooms.leave(this, room);
+      await turn.leave(room);
       const message = `the new token does not allow room ${room}: left`;
       this.send({ type: "error", code: "FORBIDDEN", message, room });
     }
@@ -241,25 +283,25 @@ export class Session {
     this.send({ type: "refreshed", expiresAt, ...(ref === undefined ? {} : { ref }) });
   }
 
+  /** Whether a refreshed identity keeps a room; a failing `authorize` hook keeps none. */
+  private async stillAllowed(identity: Identity, room: string): Promise<boolean> {
+    try {
+      return await this.gateway.allowed(identity, room);
+    } catch (error) {
+      this.gateway.report(error);
+      return false;
+    }
+  }
+
   /** Files the socket to be closed with 4001 when its identity expires (plus the leeway). */
   private armExpiry(): void {
-    const { expiries, expiryLeewayMs } = this.host;
+    const { expiries, expiryLeewayMs } = this.gateway;
     if (this.expiry !== undefined) expiries.remove(this, this.expiry);
     const { expiresAt } = this.current;
     this.expiry =
       expiresAt === undefined || expiresAt === null
         ? undefined
         : expiries.add(this, expiresAt + expiryLeewayMs);
-  }
-
-  /** Whether a refreshed identity keeps a room; a failing `authorize` hook keeps none. */
-  private async stillAllowed(identity: Identity, room: string): Promise<boolean> {
-    try {
-      return await this.host.rooms.allowed(identity, room);
-    } catch (error) {
-      this.host.report(error);
-      return false;
-    }
   }
 
   /** The identity expired, and no refresh came first. */
@@ -284,31 +326,17 @@ export class Session {
 
   /** The socket's 'close' (a listener shared by every socket). */
   ended(): void {
-    this.host.ended(this);
-  }
-
-  private inRoom(room: string, ref: string | undefined): string {
-    if (!this.rooms.has(room)) throw new FrameError("NOT_JOINED", `not in room ${room}`, ref);
-    return room;
+    this.gateway.ended(this);
   }
 
   private refuse(error: unknown, ref?: string): void {
-    if (error instanceof FrameError) return this.fail(error.code, error.message, error.ref ?? ref);
-    if (error instanceof HookError && error.failure === "timeout") {
-      this.host.report(error);
-      return this.fail("UNAVAILABLE", "the server could not decide in time", ref);
-    }
-    if (error instanceof RollcallError) {
-      const code = frameErrorCode(error);
-      if (code === "INTERNAL" || code === "UNAVAILABLE") this.host.report(error);
-      return this.fail(code, error.message, ref);
-    }
-    this.host.report(error);
-    this.fail("INTERNAL", "the server failed to handle the frame", ref);
+    const { code, message } = this.gateway.host.refusal(error);
+    const frameRef = error instanceof FrameError && error.ref !== undefined ? error.ref : ref;
+    this.fail(code, message, frameRef);
   }
 
   private fail(code: FrameErrorCode, message: string, ref?: string): void {
-    this.host.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: code });
+    this.gateway.host.rollcall.metrics.add("rollcall.gateway.refusals", 1, { reason: code });
     this.send(
       ref === undefined ? { type: "error", code, message } : { type: "error", code, message, ref },
     );

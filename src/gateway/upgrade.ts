@@ -39,7 +39,8 @@ export interface AdmissionHost {
   /** Sockets open now. */
   sockets(): number;
   closed(): boolean;
-  authenticate(request: IncomingMessage): Promise<Identity | null>;
+  /** The identity an upgrade request establishes (or a promise of it): checked here. */
+  authenticate(request: IncomingMessage): unknown;
   report(error: unknown): void;
 }
 
