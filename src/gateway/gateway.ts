@@ -8,61 +8,26 @@ import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
 import { reportError } from "../runtime/background.js";
 import { callHook, HookError } from "../runtime/hooks.js";
 import { Host } from "../runtime/host.js";
-import type { Sink } from "../runtime/feed.js";
-import { snapshotFrame } from "../runtime/snapshots.js";
+import { Expiries } from "../runtime/expiries.js";
 import {
   AuthError,
-  bearerToken,
-  refreshRequest,
+  checkIdentity,
+  isIdentityOrNull,
   roomAllowed,
-  targetOf,
   type Identity,
-} from "./auth.js";
-import { Expiries } from "./expiries.js";
+} from "../runtime/identity.js";
+import { CLOSE, Session, SESSION_SINK, type SessionHost } from "../runtime/session.js";
+import { bearerToken, refreshRequest, targetOf } from "./auth.js";
 import { jwtVerifier, type Verify } from "./jwt.js";
 import { frameSizes, type Limits } from "./limits.js";
 import { Lobby } from "./lobby.js";
 import { checkGatewayOptions, type GatewayConfig, type GatewayOptions } from "./options.js";
-import { CLOSE, Session, type SessionHost } from "./session.js";
-import {
-  Admission,
-  answer,
-  checkIdentity,
-  ignore,
-  isIdentityOrNull,
-  type Admitted,
-} from "./upgrade.js";
+import { Admission, answer, ignore, type Admitted } from "./upgrade.js";
 
 export type { GatewayOptions } from "./options.js";
 
-const SESSION = Symbol("session");
 /** Connections waiting to be accepted, at most (Linux caps it at net.core.somaxconn). */
 const ACCEPT_BACKLOG = 65_535;
-type Tagged = WebSocket & { [SESSION]: Session };
-
-function onPong(this: WebSocket): void {
-  (this as Tagged)[SESSION].alive = true;
-}
-function onMessage(this: WebSocket, data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
-  (this as Tagged)[SESSION].receive(data, isBinary);
-}
-function onClose(this: WebSocket): void {
-  (this as Tagged)[SESSION].ended();
-}
-/** ws closes a socket itself on a protocol error (1002, 1007, 1009): it acts no more either. */
-function onError(this: WebSocket): void {
-  (this as Tagged)[SESSION].shut();
-}
-
-/** What the host's rooms send a socket: frames, encoded once for all the sockets that get them. */
-const SINK: Sink<Session> = {
-  events: (to, batch) => {
-    for (const text of batch.frames(to.version)) to.sendText(text);
-  },
-  snapshot: (to, snapshot, ref) => to.sendText(snapshotFrame(snapshot, ref)),
-  count: (to, room, count, ref) =>
-    to.send({ type: "count", room, count, ...(ref === undefined ? {} : { ref }) }),
-};
 
 interface GatewayEvents {
   /** Something the host should know: Redis unreachable, a failing hook, … Never thrown. */
@@ -137,7 +102,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         authTimeoutMs: config.authTimeoutMs,
       },
     );
-    this.host = new Host<Session>(rollcall, SINK, (error) => this.report(error), config.host);
+    this.host = new Host<Session>(
+      rollcall,
+      SESSION_SINK,
+      (error) => this.report(error),
+      config.host,
+    );
     this.heartbeatMs = this.host.heartbeatMs;
     const frames = frameSizes(limits, rollcall.settings.maxStateBytes);
     this.sessionHost = {
@@ -307,23 +277,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   private open(ws: WebSocket, admitted: Admitted): void {
-    const identity = this.kept(admitted.identity);
-    const session = new Session(this.sessionHost, ws, identity, admitted.rate);
+    const session = new Session(this.sessionHost, ws, this.kept(admitted.identity), admitted.rate);
     this.sessions.set(session, admitted);
     this.rollcall.metrics.add("rollcall.gateway.sockets", 1, {}, true);
-    // Listeners shared by every socket, each finding its session on the socket: no closures.
-    (ws as Tagged)[SESSION] = session;
-    ws.on("pong", onPong);
-    ws.on("message", onMessage);
-    ws.on("error", onError); // a broken socket closes next; 'close' does the rest
-    ws.on("close", onClose);
-    session.send({
-      type: "welcome",
-      user: identity.user,
-      connection: session.connection.id,
-      heartbeatMs: this.heartbeatMs,
-      expiresAt: identity.expiresAt ?? null,
-    });
+    session.open();
   }
 
   private end(session: Session): Promise<void> {
@@ -369,13 +326,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   private ping(): void {
-    for (const session of this.sessions.keys()) {
-      if (!session.alive) {
-        session.ws.terminate();
-        continue;
-      }
-      session.alive = false;
-      session.ws.ping();
-    }
+    for (const session of this.sessions.keys()) session.ping();
   }
 }

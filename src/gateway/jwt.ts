@@ -1,7 +1,8 @@
 import { webcrypto } from "node:crypto";
 import type { JSONWebKeySet, JWTPayload } from "jose";
 import { describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
-import { AuthError, type Identity, type JwtOptions } from "./auth.js";
+import { AuthError, type Identity } from "../runtime/identity.js";
+import type { JwtOptions } from "./auth.js";
 
 /** Verifies a token and returns its identity, or throws an AuthError. */
 export type Verify = (token: string) => Promise<Identity>;

@@ -8,9 +8,15 @@ import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../
 import { callback, describe, knownKeys } from "../protocol/options.js";
 import { backoff } from "../protocol/backoff.js";
 import { Pause, reportError } from "./background.js";
+import type {
+  PresenceListener,
+  SubscribeOptions,
+  Subscription,
+  Subscriptions,
+} from "./subscription.js";
 import { RoomWatch } from "./watch.js";
 
-export type PresenceListener = (event: PresenceEvent) => void;
+export type { PresenceListener, SubscribeOptions, Subscription } from "./subscription.js";
 
 /** Least time between two reads of a bucket's channel key. */
 const KEY_READS_MS = 1_000;
@@ -20,24 +26,6 @@ const MAX_QUEUED = 10_000;
 /** The epoch a message names, read without believing anything else of it. */
 function epochOf(message: string): string | null {
   return /"epoch":"([0-9a-f]+)"/.exec(message)?.[1] ?? null;
-}
-
-export interface SubscribeOptions {
-  /** Deliver only these types, e.g. `["join", "leave"]`. Default: every type. */
-  types?: readonly EventType[];
-  /** The subscriber connection dropped (or the subscriber closed): events are being missed. */
-  onLost?: () => void;
-  /**
-   * The connection is back and the room subscribed again. Events published in between are lost
-   * for good, so anything built from the events must resync (a RoomWatch does).
-   */
-  onResubscribed?: () => void;
-}
-
-export interface Subscription {
-  readonly room: string;
-  /** Stops delivery; the room's last subscription unsubscribes its channel. Never rejects. */
-  close(): Promise<void>;
 }
 
 export interface SubscriberOptions {
@@ -73,7 +61,7 @@ interface RoomChannel {
  * all rooms: each room's channel is subscribed while at least one subscription to it is open.
  * Nothing it receives or suffers escapes as an exception: errors go to 'error' listeners.
  */
-export class Subscriber extends EventEmitter<SubscriberEvents> {
+export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscriptions {
   /** The subscriber connection, duplicated from the Rollcall's client. */
   readonly connection: Client;
   private readonly channels = new Map<string, RoomChannel>();

@@ -10,12 +10,13 @@ import {
 } from "../protocol/frames.js";
 import { checkId, type IdPolicy } from "../protocol/ids.js";
 import type { MemberState } from "../protocol/state.js";
-import type { Connection, Turn } from "../runtime/connection.js";
-import type { Host } from "../runtime/host.js";
-import type { RateLimit } from "../runtime/rateLimit.js";
-import type { Identity } from "./auth.js";
+import type { Connection, Turn } from "./connection.js";
+import type { Sink } from "./feed.js";
+import { snapshotFrame } from "./snapshots.js";
 import type { Expiries } from "./expiries.js";
-import type { Limits } from "./limits.js";
+import type { Host } from "./host.js";
+import type { Identity } from "./identity.js";
+import type { RateLimit } from "./rateLimit.js";
 
 /** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
 export const CLOSE = {
@@ -33,10 +34,48 @@ export const CLOSE = {
 /** How long a socket the gateway closes has to finish the close handshake before it is cut. */
 export const CLOSE_GRACE_MS = 1_000;
 
-/** What a session needs of its gateway: a narrow view, not the gateway itself. */
+const SESSION = Symbol("session");
+type Tagged = WebSocket & { [SESSION]: Session };
+
+// Listeners shared by every socket, each finding its session on the socket: no closures.
+function onPong(this: WebSocket): void {
+  (this as Tagged)[SESSION].alive = true;
+}
+function onMessage(this: WebSocket, data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
+  (this as Tagged)[SESSION].receive(data, isBinary);
+}
+function onClose(this: WebSocket): void {
+  (this as Tagged)[SESSION].ended();
+}
+/** ws closes a socket itself on a protocol error (1002, 1007, 1009): it acts no more either. */
+function onError(this: WebSocket): void {
+  (this as Tagged)[SESSION].shut();
+}
+
+/** What a host's rooms send a session: frames, encoded once for all the sockets that get them. */
+export const SESSION_SINK: Sink<Session> = {
+  events: (to, batch) => {
+    for (const text of batch.frames(to.version)) to.sendText(text);
+  },
+  snapshot: (to, snapshot, ref) => to.sendText(snapshotFrame(snapshot, ref)),
+  count: (to, room, count, ref) =>
+    to.send({ type: "count", room, count, ...(ref === undefined ? {} : { ref }) }),
+};
+
+/** The bounds a session holds its socket to (the gateway's `limits`). */
+export interface SessionLimits {
+  /** Bytes queued to a slow reader before its socket is closed with 1013. */
+  readonly maxBufferedBytes: number;
+  /** Frames refused in a row, past the budget, before the socket is closed with 1008. */
+  readonly rateBurst: number;
+  /** Rooms one socket may be in at once, and watch at once. */
+  readonly maxRoomsPerSocket: number;
+}
+
+/** What a session needs of the server it belongs to: a narrow view, not the server itself. */
 export interface SessionHost {
   readonly host: Host<Session>;
-  readonly limits: Limits;
+  readonly limits: SessionLimits;
   /** The longest frame read, but for a refresh (see frameSizes). */
   readonly frameBytes: number;
   readonly ids: IdPolicy;
@@ -86,6 +125,30 @@ export class Session {
     this.version = ws.protocol === SUBPROTOCOL_V2 ? 2 : 1;
     this.connection = gateway.host.connect(current.user, this);
     this.armExpiry();
+  }
+
+  /** Listens to the socket, and tells it who it is (`welcome`). */
+  open(): void {
+    const { ws } = this;
+    (ws as Tagged)[SESSION] = this;
+    ws.on("pong", onPong);
+    ws.on("message", onMessage);
+    ws.on("error", onError); // a broken socket closes next; 'close' does the rest
+    ws.on("close", onClose);
+    this.send({
+      type: "welcome",
+      user: this.user,
+      connection: this.connection.id,
+      heartbeatMs: this.gateway.host.heartbeatMs,
+      expiresAt: this.current.expiresAt ?? null,
+    });
+  }
+
+  /** Pings the socket, or terminates it when it did not answer the last ping. */
+  ping(): void {
+    if (!this.alive) return this.ws.terminate();
+    this.alive = false;
+    this.ws.ping();
   }
 
   get identity(): Identity {
