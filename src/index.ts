@@ -35,4 +35,5 @@ export {
 export { parseEvent, checkEvent, EVENT_TYPES } from "./protocol/events.js";
 export type * from "./protocol/events.js";
 export * from "./protocol/errors.js";
+export { RedisCallError } from "./engine/errors.js";
 export type { MemberState, JsonValue } from "./protocol/state.js";

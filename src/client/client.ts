@@ -6,13 +6,15 @@ import {
   SUBPROTOCOL,
   SUBPROTOCOL_V2,
   type ClientFrame,
-  type FrameErrorCode,
   type ServerFrame,
 } from "../protocol/frames.js";
 import type { MemberState } from "../protocol/state.js";
 import { RoomCount } from "./count.js";
 import { Emitter } from "./emitter.js";
+import { GatewayError, type Link } from "./link.js";
 import { Room } from "./room.js";
+
+export { GatewayError } from "./link.js";
 
 export interface ClientOptions {
   /**
@@ -36,17 +38,6 @@ export interface ClientOptions {
 }
 
 export type Status = "connecting" | "open" | "reconnecting" | "closed";
-
-/** An error frame from the gateway, or a connection that could not be made. */
-export class GatewayError extends Error {
-  constructor(
-    readonly code: FrameErrorCode | "CLOSED",
-    message: string,
-  ) {
-    super(message);
-    this.name = "GatewayError";
-  }
-}
 
 /** The close code of a socket whose token expired (the gateway's CLOSE.tokenExpired). */
 const TOKEN_EXPIRED = 4001;
@@ -80,6 +71,8 @@ export class RollcallClient extends Emitter<ClientEvents> {
   private timer: ReturnType<typeof setTimeout> | undefined;
   private refreshTimer: ReturnType<typeof setTimeout> | undefined;
   private readonly WebSocketImpl: typeof WebSocket;
+  /** What its rooms and count watches call. */
+  private readonly link: Link;
 
   constructor(
     readonly url: string,
@@ -89,6 +82,12 @@ export class RollcallClient extends Emitter<ClientEvents> {
     const impl = options.WebSocket ?? globalThis.WebSocket;
     if (!impl) throw new TypeError("no WebSocket implementation: pass options.WebSocket");
     this.WebSocketImpl = impl;
+    this.link = {
+      send: (frame, expectReply) => this.send(frame, expectReply),
+      forget: (room) => void this.rooms.delete(room),
+      forgetCount: (room) => void this.counts.delete(room),
+      typingIntervalMs: options.typingIntervalMs ?? 2_000,
+    };
     void this.connect();
   }
 
@@ -96,15 +95,11 @@ export class RollcallClient extends Emitter<ClientEvents> {
     return this.currentStatus;
   }
 
-  get typingIntervalMs(): number {
-    return this.options.typingIntervalMs ?? 2_000;
-  }
-
   /** Joins a room; resolves with its live roster once the first snapshot has arrived. */
   join(room: string, options: { state?: MemberState; types?: EventType[] } = {}): Promise<Room> {
     let joined = this.rooms.get(room);
     if (!joined) {
-      joined = new Room(this, room, options.state ?? null, options.types);
+      joined = new Room(this.link, room, options.state ?? null, options.types);
       this.rooms.set(room, joined);
       if (this.currentStatus === "open") joined.rejoin();
     }
@@ -122,7 +117,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
     }
     let watched = this.counts.get(room);
     if (!watched) {
-      watched = new RoomCount(this, room);
+      watched = new RoomCount(this.link, room);
       this.counts.set(room, watched);
       if (this.currentStatus === "open") watched.rewatch();
     }
@@ -146,7 +141,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
   }
 
   /** Sends a frame; with `expectReply`, resolves on its ack or snapshot, rejects on its error. */
-  send(frame: ClientFrame, expectReply = false): Promise<void> {
+  private send(frame: ClientFrame, expectReply = false): Promise<void> {
     if (this.currentStatus !== "open" || !this.ws) {
       return Promise.reject(new GatewayError("CLOSED", "not connected"));
     }
@@ -157,16 +152,6 @@ export class RollcallClient extends Emitter<ClientEvents> {
     const ref = `r${++this.refs}`;
     this.ws.send(JSON.stringify({ ...frame, ref }));
     return new Promise((resolve, reject) => this.pending.set(ref, { resolve, reject }));
-  }
-
-  /** Forgets a room the app left. */
-  forget(room: string): void {
-    this.rooms.delete(room);
-  }
-
-  /** Forgets a room whose count the app no longer watches. */
-  forgetCount(room: string): void {
-    this.counts.delete(room);
   }
 
   private async token(): Promise<string | undefined> {

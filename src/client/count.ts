@@ -1,4 +1,4 @@
-import type { GatewayError, RollcallClient } from "./client.js";
+import type { GatewayError, Link } from "./link.js";
 import { Emitter } from "./emitter.js";
 
 interface CountEvents extends Record<string, unknown[]> {
@@ -20,8 +20,9 @@ export class RoomCount extends Emitter<CountEvents> {
   private rejectReady!: (error: GatewayError) => void;
   private ended = false;
 
+  /** @internal Made by RollcallClient.watch(). */
   constructor(
-    private readonly client: RollcallClient,
+    private readonly client: Link,
     readonly room: string,
   ) {
     super();
@@ -44,19 +45,20 @@ export class RoomCount extends Emitter<CountEvents> {
     await this.client.send({ type: "unwatch", room: this.room }, true).catch(() => undefined);
   }
 
-  /** (Re)watches on the socket: the gateway answers with a count frame. */
+  /** @internal (Re)watches on the socket: the gateway answers with a count frame. */
   rewatch(): void {
     this.client.send({ type: "watch", room: this.room }, true).catch((error: GatewayError) => {
       if (error.code !== "CLOSED") this.refused(error); // CLOSED: the reconnect watches again
     });
   }
 
-  /** The client closed: a first count still awaited never comes. */
+  /** @internal The client closed: a first count still awaited never comes. */
   end(error: GatewayError): void {
     this.ended = true;
     this.rejectReady(error);
   }
 
+  /** @internal */
   refused(error: GatewayError): void {
     this.ended = true;
     this.client.forgetCount(this.room);
@@ -64,6 +66,7 @@ export class RoomCount extends Emitter<CountEvents> {
     this.emit("error", error);
   }
 
+  /** @internal */
   receive(count: number): void {
     if (this.ended) return;
     const changed = count !== this.current;

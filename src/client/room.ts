@@ -7,7 +7,7 @@ import {
   type Snapshot,
 } from "../protocol/replica.js";
 import type { MemberState } from "../protocol/state.js";
-import type { GatewayError, RollcallClient } from "./client.js";
+import type { GatewayError, Link } from "./link.js";
 import { Emitter } from "./emitter.js";
 
 interface RoomEvents extends Record<string, unknown[]> {
@@ -35,8 +35,9 @@ export class Room extends Emitter<RoomEvents> {
   private rejectReady!: (error: GatewayError) => void;
   private left = false;
 
+  /** @internal Made by RollcallClient.join(). */
   constructor(
-    private readonly client: RollcallClient,
+    private readonly client: Link,
     readonly room: string,
     private state: MemberState | null,
     private readonly types: EventType[] | undefined,
@@ -86,7 +87,7 @@ export class Room extends Emitter<RoomEvents> {
     await this.client.send({ type: "leave", room: this.room }, true).catch(() => undefined);
   }
 
-  /** (Re)joins on the socket: the gateway answers with a snapshot. */
+  /** @internal (Re)joins on the socket: the gateway answers with a snapshot. */
   rejoin(): void {
     // Events that came before this frame was sent are older than the snapshot it brings.
     this.replica.requestSnapshot();
@@ -101,7 +102,7 @@ export class Room extends Emitter<RoomEvents> {
     });
   }
 
-  /** The gateway refused the room, or left it after a refresh: it is left here too. */
+  /** @internal The gateway refused the room, or left it after a refresh: it is left here too. */
   refused(error: GatewayError): void {
     this.end();
     this.client.forget(this.room);
@@ -109,6 +110,7 @@ export class Room extends Emitter<RoomEvents> {
     this.emit("error", error);
   }
 
+  /** @internal */
   install(snapshot: Snapshot): void {
     if (this.left) return;
     const outcome = this.replica.install(snapshot);
@@ -118,6 +120,7 @@ export class Room extends Emitter<RoomEvents> {
     if (outcome.resync) this.resync();
   }
 
+  /** @internal */
   receive(event: PresenceEvent): void {
     if (this.left) return;
     const outcome = this.replica.receive(event);
@@ -134,11 +137,12 @@ export class Room extends Emitter<RoomEvents> {
     }, this.pacer.delay(Date.now()));
   }
 
-  /** The socket dropped: events are being missed until the reconnect's snapshot. */
+  /** @internal The socket dropped: events are being missed until the reconnect's snapshot. */
   lost(): void {
     this.replica.hold();
   }
 
+  /** @internal */
   end(): void {
     this.left = true;
     clearTimeout(this.resyncTimer);

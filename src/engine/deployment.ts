@@ -1,4 +1,4 @@
-import { RedisCallError } from "../protocol/errors.js";
+import { RedisCallError } from "./errors.js";
 import { Layout } from "./layout.js";
 import type { Client } from "./script.js";
 

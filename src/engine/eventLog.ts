@@ -1,4 +1,4 @@
-import { RedisCallError } from "../protocol/errors.js";
+import { RedisCallError } from "./errors.js";
 import { dedicatedConnection } from "./connections.js";
 import type { Layout } from "./layout.js";
 import type { Client } from "./script.js";

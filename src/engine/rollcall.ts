@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { RedisCallError, SettingsMismatchError, UnexpectedReplyError } from "../protocol/errors.js";
+import { SettingsMismatchError, UnexpectedReplyError } from "../protocol/errors.js";
+import { RedisCallError } from "./errors.js";
 import {
   checkEvent,
   type EventId,

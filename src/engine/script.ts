@@ -1,5 +1,6 @@
 import type { Cluster, Redis } from "ioredis";
-import { RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
+import { UnexpectedReplyError } from "../protocol/errors.js";
+import { RedisCallError } from "./errors.js";
 import type { EventId } from "../protocol/events.js";
 import { LUA_DIR, loadScripts, type LuaScript } from "./loader.js";
 

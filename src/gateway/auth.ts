@@ -1,35 +1,7 @@
 import { IncomingMessage } from "node:http";
 import { Socket } from "node:net";
 import { BEARER_PROTOCOL } from "../protocol/frames.js";
-
-/** A verified token's claims (standard ones typed, the rest as they came). */
-export interface Claims {
-  readonly sub?: string;
-  readonly iss?: string;
-  readonly aud?: string | readonly string[];
-  /** Expiry and not-before, in seconds since the epoch. */
-  readonly exp?: number;
-  readonly nbf?: number;
-  readonly iat?: number;
-  readonly [claim: string]: unknown;
-}
-
-/** Who a socket belongs to, as the server established it: frames never name a user. */
-export interface Identity {
-  user: string;
-  /**
-   * Rooms the identity may join: ids, or prefixes ending in `*` (`"team-7:*"`); null when a
-   * token says nothing about rooms and the `authorize` hook decides alone.
-   */
-  rooms: readonly string[] | null;
-  /** The verified token's claims, for an `authorize` hook. */
-  claims?: Claims;
-  /**
-   * When the identity stops being valid, ms since the epoch: the socket is closed with 4001 then,
-   * unless a refresh came first. Undefined or null: never (a JWT's is its `exp`).
-   */
-  expiresAt?: number | null;
-}
+import type { Identity } from "../runtime/identity.js";
 
 /**
  * Establishes the identity of an upgrade request, or refuses it (null or an AuthError). A refresh
@@ -57,18 +29,6 @@ export interface JwtOptions {
   clockToleranceMs?: number;
   /** Accept tokens without `exp` (such a socket never expires). Default false: refused. */
   allowNoExpiry?: boolean;
-}
-
-/** A refused upgrade: answered with this HTTP status before any socket opens. */
-export class AuthError extends Error {
-  constructor(
-    readonly status: 401 | 403,
-    readonly reason: "no-token" | "invalid-token" | "expired-token" | "refused",
-    message: string,
-  ) {
-    super(message);
-    this.name = "AuthError";
-  }
 }
 
 const BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
@@ -116,9 +76,4 @@ export function refreshRequest(token: string, identity: Identity, path: string):
 /** For an `authenticate` hook: the identity a refresh would replace, or undefined at an upgrade. */
 export function refreshOf(request: IncomingMessage): Identity | undefined {
   return refreshes.get(request);
-}
-
-/** Whether an identity's room list lets it into a room: an id, or a prefix ending in `*`. */
-export function roomAllowed(rooms: readonly string[], room: string): boolean {
-  return rooms.some((r) => (r.endsWith("*") ? room.startsWith(r.slice(0, -1)) : r === room));
 }

@@ -5,115 +5,32 @@ import type { Duplex } from "node:stream";
 import type { WebSocket, WebSocketServer } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
 import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
-import type { IdPolicy } from "../protocol/ids.js";
-import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
-import { callHook, callNow, HookError, isBoolean, type Expect } from "../runtime/hooks.js";
-import { heartbeatInterval } from "../runtime/heartbeats.js";
+import { callHook, HookError } from "../runtime/hooks.js";
+import { Host } from "../runtime/host.js";
+import { Expiries } from "../runtime/expiries.js";
 import { requirePeer } from "../runtime/peer.js";
-import { Subscriber } from "../runtime/subscriber.js";
-import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
 import {
   AuthError,
-  bearerToken,
-  refreshRequest,
-  targetOf,
-  type Authenticate,
-  type Identity,
-  type JwtOptions,
-} from "./auth.js";
-import { Expiries } from "./expiries.js";
-import { checkJwtOptions, jwtVerifier, type Verify } from "./jwt.js";
-import { checkLimits, frameSizes, type Limits } from "./limits.js";
-import { Lobby } from "./lobby.js";
-import { Rooms } from "./rooms.js";
-import { CLOSE, Session, type SessionHost } from "./session.js";
-import {
-  Admission,
-  answer,
   checkIdentity,
-  ignore,
   isIdentityOrNull,
-  type Admitted,
-  type Origins,
-} from "./upgrade.js";
+  roomAllowed,
+  type Identity,
+} from "../runtime/identity.js";
+import { CLOSE, Session, SESSION_SINK, type SessionHost } from "../runtime/session.js";
+import { bearerToken, refreshRequest, targetOf } from "./auth.js";
+import { jwtVerifier, type Verify } from "./jwt.js";
+import { frameSizes, type Limits } from "./limits.js";
+import { Lobby } from "./lobby.js";
+import { checkGatewayOptions, type GatewayConfig, type GatewayOptions } from "./options.js";
+import { Admission, answer, ignore, type Admitted } from "./upgrade.js";
+
+export type { GatewayOptions } from "./options.js";
 
 // ws, an optional peer, through require(): missing, the import of rollcall/gateway says so.
 const ws = requirePeer<typeof import("ws")>("ws", "rollcall/gateway");
-const SESSION = Symbol("session");
 /** Connections waiting to be accepted, at most (Linux caps it at net.core.somaxconn). */
 const ACCEPT_BACKLOG = 65_535;
-type Tagged = WebSocket & { [SESSION]: Session };
-
-function onPong(this: WebSocket): void {
-  (this as Tagged)[SESSION].alive = true;
-}
-function onMessage(this: WebSocket, data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean) {
-  (this as Tagged)[SESSION].receive(data, isBinary);
-}
-function onClose(this: WebSocket): void {
-  (this as Tagged)[SESSION].ended();
-}
-/** ws closes a socket itself on a protocol error (1002, 1007, 1009): it acts no more either. */
-function onError(this: WebSocket): void {
-  (this as Tagged)[SESSION].shut();
-}
-
-export interface GatewayOptions {
-  /** Verify JWTs (HS256 secret or local JWKS): the user is `sub`, the rooms the `rooms` claim. */
-  jwt?: JwtOptions;
-  /** Or establish identities yourself from the upgrade request (throw an AuthError to refuse). */
-  authenticate?: Authenticate;
-  /** Decides who may join which room; without it, the identity's `rooms` must list the room. */
-  authorize?: (identity: Identity, room: string) => boolean | Promise<boolean>;
-  /** Most members a room may hold (or a function of the room: undefined for no limit): a join
-   * beyond it gets ROOM_FULL. A user already in the room always gets in. Default: no limit. */
-  capacity?: number | ((room: string) => number | undefined);
-  /** The URL path of the WebSocket endpoint. Default `/presence`. */
-  path?: string;
-  /**
-   * Pages of other origins allowed to open sockets: a list (`["https://app.example.com"]`), or a
-   * function of the Origin header. A request without Origin (not a browser) and a same-origin one
-   * (the Origin's host and port are the Host's) always pass. Default: none (403).
-   */
-  origins?: Origins;
-  /**
-   * Proxies whose X-Forwarded-For names the client, by IP address: only for the per-address cap.
-   * Default none: the client is the peer of the TCP connection.
-   */
-  trustedProxies?: readonly string[];
-  /** How long `authenticate` (or a refresh) may take before the upgrade gets 503. Default 5 000. */
-  authTimeoutMs?: number;
-  /** The process's Subscriber; by default the gateway makes its own. */
-  subscriber?: Subscriber;
-  /** Runs a Sweeper while open (true, or its options); false if the process runs its own. Default true. */
-  sweeper?: boolean | SweeperOptions;
-  /** How often the gateway heartbeats each joined room. Default a third of the presence window. */
-  heartbeatMs?: number;
-  /** How often each socket is pinged; one that misses a pong by the next is dead. Default 15 000. */
-  pingMs?: number;
-  /**
-   * Large rooms' events are coalesced: in a room of `fromMembers` members or more, a socket gets
-   * them at most every `intervalMs`, together (one `events` frame in protocol version 2). Smaller
-   * rooms' go out at once. Defaults 100 and 50 (see docs/design.md).
-   */
-  coalesce?: { fromMembers?: number; intervalMs?: number };
-  /** A watched room's count frames go out at most this often. Default 1 000. */
-  countIntervalMs?: number;
-  limits?: Partial<Limits>;
-  /**
-   * `strict` refuses user ids (from tokens and hooks) and room ids (from frames) that render like
-   * others: not in NFKC form, holding control, format (bidi, zero-width), private-use or
-   * unassigned characters or a space other than U+0020, or mixing scripts (Latin with
-   * Cyrillic). Default `verbatim`: any id the engine takes, kept as it came.
-   */
-  ids?: IdPolicy;
-}
-
-/** The most members a room may hold (what the engine takes), or undefined for no limit. */
-const isCapacity: Expect<number | undefined> = (value): value is number | undefined =>
-  value === undefined ||
-  (Number.isSafeInteger(value) && (value as number) >= 1 && (value as number) <= 1_000_000_000);
 
 interface GatewayEvents {
   /** Something the host should know: Redis unreachable, a failing hook, … Never thrown. */
@@ -121,32 +38,28 @@ interface GatewayEvents {
 }
 
 /**
- * Presence over WebSocket (`ws`): admits each upgrade (src/gateway/upgrade.ts), keeps every
- * socket's rooms alive and fed (rooms.ts), closes a socket when its token expires unless it was
- * refreshed, and leaves every room of a socket when it closes, cleanly or not. Attach it to your
- * own http.Server, or let it listen.
+ * Presence over WebSocket (`ws`): admits each upgrade (src/gateway/upgrade.ts), makes each socket
+ * a connection of the host (src/runtime/host.ts) that keeps its rooms alive and fed, closes a
+ * socket when its token expires unless it was refreshed, and leaves every room of a socket when
+ * it closes, cleanly or not. Attach it to your own http.Server, or let it listen.
  */
 export class Gateway extends EventEmitter<GatewayEvents> {
   readonly limits: Limits;
   readonly heartbeatMs: number;
   readonly path: string;
-  /** What a user or room id may hold, beyond what every id must (see GatewayOptions.ids). */
-  readonly ids: IdPolicy;
-  private readonly identify: (request: IncomingMessage) => Promise<Identity | null>;
+  private readonly config: GatewayConfig;
+  /** The identity of an upgrade request (unchecked: the admission checks what it gets). */
+  private readonly identify: (request: IncomingMessage) => unknown;
   private readonly verify: Promise<Verify> | undefined;
   private readonly admission: Admission;
-  private readonly rooms: Rooms;
+  private readonly host: Host<Session>;
   private readonly expiries = new Expiries<Session>((session) => session.expire());
-  private readonly host: SessionHost;
+  private readonly sessionHost: SessionHost;
   private readonly keepClaims: boolean;
   private readonly wss: WebSocketServer;
   private readonly sessions = new Map<Session, Admitted>();
-  private readonly subscriber: Subscriber;
-  private readonly ownsSubscriber: boolean;
-  private readonly sweeper: Sweeper | undefined;
   private readonly pinger: NodeJS.Timeout;
   private readonly closing = new Set<Promise<void>>();
-  private readonly authTimeoutMs: number;
   private server: Server | undefined;
   /** With listen(): the connections that have not sent their request yet. */
   private lobby: Lobby | undefined;
@@ -157,31 +70,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     options: GatewayOptions,
   ) {
     super();
-    const o = knownKeys(options, [
-      "jwt",
-      "authenticate",
-      "authorize",
-      "capacity",
-      "path",
-      "origins",
-      "trustedProxies",
-      "authTimeoutMs",
-      "subscriber",
-      "sweeper",
-      "heartbeatMs",
-      "pingMs",
-      "coalesce",
-      "countIntervalMs",
-      "limits",
-      "ids",
-    ]);
-    if ((o.jwt === undefined) === (o.authenticate === undefined)) {
-      invalidOption("a gateway needs exactly one of jwt and authenticate");
-    }
-    let expiryLeewayMs = 0;
-    if (o.jwt !== undefined) {
-      const jwt = checkJwtOptions(o.jwt);
-      expiryLeewayMs = jwt.clockToleranceMs;
+    const config = checkGatewayOptions(options);
+    this.config = config;
+    const { jwt, limits } = config;
+    if (jwt) {
       // jose is loaded only here, when JWTs are what the gateway verifies.
       this.verify = jwtVerifier(jwt);
       this.verify.catch((error: unknown) => this.report(error));
@@ -191,27 +83,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         return (await this.verify!)(token);
       };
     } else {
-      const hook = callback<Authenticate>("authenticate", o.authenticate)!;
-      this.identify = async (request) => hook(request);
+      this.identify = config.authenticate!;
     }
-    const authorize = callback<NonNullable<GatewayOptions["authorize"]>>("authorize", o.authorize);
-    this.keepClaims = authorize !== undefined;
-    const capacity =
-      typeof o.capacity === "number"
-        ? integer("capacity", o.capacity, 1, 1_000_000_000)
-        : callback<(room: string) => number | undefined>("capacity", o.capacity);
-    this.path = o.path ?? "/presence";
-    if (typeof this.path !== "string" || !this.path.startsWith("/")) {
-      invalidOption(`path must start with /, got ${describe(this.path)}`);
-    }
-    this.limits = checkLimits(o.limits);
-    this.heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
-    const pingMs = integer("pingMs", o.pingMs ?? 15_000, 100, 3_600_000);
-    this.authTimeoutMs = integer("authTimeoutMs", o.authTimeoutMs ?? 5_000, 10, 600_000);
-    this.ids = o.ids ?? "verbatim";
-    if (this.ids !== "verbatim" && this.ids !== "strict") {
-      invalidOption(`ids must be "verbatim" or "strict", got ${describe(this.ids)}`);
-    }
+    this.keepClaims = config.authorize !== undefined;
+    this.limits = limits;
+    this.path = config.path;
+    // The admission checks the origins and proxies it is given: before the host opens anything.
     this.admission = new Admission(
       {
         metrics: rollcall.metrics,
@@ -221,57 +98,35 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         report: (error) => this.report(error),
       },
       {
-        limits: this.limits,
-        ids: this.ids,
-        origins: o.origins,
-        trustedProxies: o.trustedProxies ?? [],
-        authTimeoutMs: this.authTimeoutMs,
+        limits,
+        ids: config.ids,
+        origins: config.origins,
+        trustedProxies: config.trustedProxies,
+        authTimeoutMs: config.authTimeoutMs,
       },
     );
-
-    this.ownsSubscriber = o.subscriber === undefined;
-    this.subscriber = o.subscriber ?? new Subscriber(rollcall);
-    if (this.ownsSubscriber) this.subscriber.on("error", (error) => this.report(error));
-    const coalesce = knownKeys(o.coalesce, ["fromMembers", "intervalMs"]);
-    this.rooms = new Rooms(rollcall, this.subscriber, {
-      authorize:
-        authorize &&
-        ((identity, room) =>
-          callHook(
-            "authorize",
-            () => authorize(identity, room),
-            isBoolean,
-            "a boolean",
-            this.authTimeoutMs,
-          )),
-      capacity:
-        typeof capacity === "function"
-          ? (room) => callNow("capacity", () => capacity(room), isCapacity, "a capacity")
-          : () => capacity,
-      ids: this.ids,
-      maxRoomsPerSocket: this.limits.maxRoomsPerSocket,
-      heartbeatMs: this.heartbeatMs,
-      coalescing: {
-        fromMembers: integer("coalesce.fromMembers", coalesce.fromMembers ?? 100, 1, 1_000_000_000),
-        intervalMs: integer("coalesce.intervalMs", coalesce.intervalMs ?? 50, 1, 10_000),
-      },
-      countIntervalMs: integer("countIntervalMs", o.countIntervalMs ?? 1_000, 1, 3_600_000),
-      report: (error) => this.report(error),
-    });
-    const frames = frameSizes(this.limits, rollcall.settings.maxStateBytes);
-    this.host = {
+    this.host = new Host<Session>(
       rollcall,
-      limits: this.limits,
+      SESSION_SINK,
+      (error) => this.report(error),
+      config.host,
+    );
+    this.heartbeatMs = this.host.heartbeatMs;
+    const frames = frameSizes(limits, rollcall.settings.maxStateBytes);
+    this.sessionHost = {
+      host: this.host,
+      limits,
       frameBytes: frames.frame,
-      rooms: this.rooms,
-      expiryLeewayMs,
+      ids: config.ids,
+      expiryLeewayMs: jwt?.clockToleranceMs ?? 0,
       expiries: this.expiries,
+      allowed: (identity, room) => this.allowed(identity, room),
+      capacity: config.capacity,
       ended: (session) => void this.end(session),
       reauthenticate: async (token, current) =>
         this.kept(await this.reauthenticate(token, current)),
       report: (error) => this.report(error),
     };
-    this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
     this.wss = new ws.WebSocketServer({
       noServer: true,
       clientTracking: false,
@@ -281,7 +136,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       // The newest version the client offers, never the token entry a browser offers beside it.
       handleProtocols: (protocols) => SUBPROTOCOLS.find((p) => protocols.has(p)) ?? false,
     });
-    this.pinger = setInterval(() => this.ping(), pingMs);
+    this.pinger = setInterval(() => this.ping(), config.pingMs);
     this.pinger.unref();
   }
 
@@ -396,9 +251,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     for (const session of this.sessions.keys()) session.shut(CLOSE.goingAway, "server closing");
     await Promise.all([...this.sessions.keys()].map((s) => this.end(s)));
     await Promise.all(this.closing);
-    await this.rooms.close();
-    if (this.ownsSubscriber) this.subscriber.close();
-    await this.sweeper?.stop();
+    await this.host.close();
     this.wss.close();
     const server = this.server;
     if (server) await new Promise((resolve) => server.close(resolve));
@@ -407,6 +260,14 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** Reports an error to 'error' listeners, or as a process warning: never thrown. */
   report(error: unknown): void {
     reportError(this, error);
+  }
+
+  /** Whether an identity may be in a room: its token's rooms and the `authorize` hook agree. */
+  private async allowed(identity: Identity, room: string): Promise<boolean> {
+    if (identity.rooms !== null && !roomAllowed(identity.rooms, room)) return false;
+    const { authorize } = this.config;
+    if (authorize) return await authorize(identity, room);
+    return identity.rooms !== null;
   }
 
   /**
@@ -419,23 +280,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   private open(ws: WebSocket, admitted: Admitted): void {
-    const identity = this.kept(admitted.identity);
-    const session = new Session(this.host, ws, identity, admitted.rate);
+    const session = new Session(this.sessionHost, ws, this.kept(admitted.identity), admitted.rate);
     this.sessions.set(session, admitted);
     this.rollcall.metrics.add("rollcall.gateway.sockets", 1, {}, true);
-    // Listeners shared by every socket, each finding its session on the socket: no closures.
-    (ws as Tagged)[SESSION] = session;
-    ws.on("pong", onPong);
-    ws.on("message", onMessage);
-    ws.on("error", onError); // a broken socket closes next; 'close' does the rest
-    ws.on("close", onClose);
-    session.send({
-      type: "welcome",
-      user: identity.user,
-      connection: session.connection,
-      heartbeatMs: this.heartbeatMs,
-      expiresAt: identity.expiresAt ?? null,
-    });
+    session.open();
   }
 
   private end(session: Session): Promise<void> {
@@ -464,10 +312,10 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         () => (verify ? verify(token) : this.identify(refreshRequest(token, current, this.path))),
         isIdentityOrNull,
         "an identity or null",
-        this.authTimeoutMs,
+        this.config.authTimeoutMs,
       );
       if (identity === null) throw new AuthError(401, "refused", "refused");
-      return checkIdentity(identity, this.ids);
+      return checkIdentity(identity, this.config.ids);
     } catch (error) {
       if (!(error instanceof AuthError)) this.report(error);
       const reason =
@@ -481,13 +329,6 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   private ping(): void {
-    for (const session of this.sessions.keys()) {
-      if (!session.alive) {
-        session.ws.terminate();
-        continue;
-      }
-      session.alive = false;
-      session.ws.ping();
-    }
+    for (const session of this.sessions.keys()) session.ping();
   }
 }

@@ -1,8 +1,9 @@
 import { webcrypto } from "node:crypto";
 import type { JSONWebKeySet, JWTPayload } from "jose";
 import { describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
+import { AuthError, type Identity } from "../runtime/identity.js";
 import { importPeer } from "../runtime/peer.js";
-import { AuthError, type Identity, type JwtOptions } from "./auth.js";
+import type { JwtOptions } from "./auth.js";
 
 /** Verifies a token and returns its identity, or throws an AuthError. */
 export type Verify = (token: string) => Promise<Identity>;
@@ -69,7 +70,7 @@ function checkSecretLength(secret: string | Uint8Array, algorithms: readonly str
   }
 }
 
-type CheckedJwtOptions = JwtOptions &
+export type CheckedJwtOptions = JwtOptions &
   Required<Pick<JwtOptions, "clockToleranceMs" | "allowNoExpiry">>;
 
 interface JsonWebKeySetLike {

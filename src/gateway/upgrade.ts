@@ -2,12 +2,13 @@ import { STATUS_CODES, type IncomingMessage } from "node:http";
 import { isIP } from "node:net";
 import type { Duplex } from "node:stream";
 import type { Metrics } from "../engine/metrics.js";
-import { checkId, type IdPolicy } from "../protocol/ids.js";
+import type { IdPolicy } from "../protocol/ids.js";
 import { SUBPROTOCOLS } from "../protocol/frames.js";
 import { describe, invalidOption } from "../protocol/options.js";
-import { callHook, callNow, HookError, isBoolean, type Expect } from "../runtime/hooks.js";
+import { callHook, callNow, HookError, isBoolean } from "../runtime/hooks.js";
 import { Budgets, Tally, type RateLimit } from "../runtime/rateLimit.js";
-import { AuthError, bearerToken, type Identity } from "./auth.js";
+import { AuthError, checkIdentity, isIdentityOrNull, type Identity } from "../runtime/identity.js";
+import { bearerToken } from "./auth.js";
 import type { Limits } from "./limits.js";
 
 /** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
@@ -39,7 +40,8 @@ export interface AdmissionHost {
   /** Sockets open now. */
   sockets(): number;
   closed(): boolean;
-  authenticate(request: IncomingMessage): Promise<Identity | null>;
+  /** The identity an upgrade request establishes (or a promise of it): checked here. */
+  authenticate(request: IncomingMessage): unknown;
   report(error: unknown): void;
 }
 
@@ -208,10 +210,6 @@ export class Admission {
   }
 }
 
-/** An object with a user, or null: checkIdentity looks closer. */
-export const isIdentityOrNull: Expect<Identity | null> = (value): value is Identity | null =>
-  value === null || (typeof value === "object" && !Array.isArray(value));
-
 /**
  * The challenge of a 401 (RFC 6750 §3): an error code only when a token came and failed; a
  * request without credentials gets the bare scheme.
@@ -220,26 +218,6 @@ export function challenge(reason: AuthError["reason"]): string {
   if (reason === "no-token" || reason === "refused") return `Bearer realm="rollcall"`;
   const description = reason === "expired-token" ? "the token has expired" : "the token is invalid";
   return `Bearer realm="rollcall", error="invalid_token", error_description="${description}"`;
-}
-
-/** What a hook returned, checked: a bad identity is the hook's bug, refused and reported. */
-export function checkIdentity(identity: Identity, ids: IdPolicy): Identity {
-  checkId("user", identity.user, ids);
-  const { rooms, expiresAt } = identity;
-  if (rooms !== null && !(Array.isArray(rooms) && rooms.every((r) => typeof r === "string"))) {
-    throw new TypeError(
-      `an identity's rooms must be null or a list of rooms, got ${describe(rooms)}`,
-    );
-  }
-  if (expiresAt !== undefined && expiresAt !== null && !Number.isFinite(expiresAt)) {
-    throw new TypeError(
-      `an identity's expiresAt must be ms since the epoch, got ${describe(expiresAt)}`,
-    );
-  }
-  if (typeof expiresAt === "number" && expiresAt <= Date.now()) {
-    throw new AuthError(401, "expired-token", "the identity has expired");
-  }
-  return identity;
 }
 
 /** Answers a refused upgrade with an HTTP status, then destroys the socket. */

@@ -1,25 +1,26 @@
-import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type {
-  Connection,
+  Connection as HocuspocusConnection,
   Document,
   Extension,
   connectedPayload,
   onDisconnectPayload,
 } from "@hocuspocus/server";
 import { removeAwarenessStates } from "y-protocols/awareness";
-import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
+import type { Rollcall } from "../engine/rollcall.js";
 import type { Counts } from "../engine/scripts/count.js";
 import type { Roster } from "../engine/scripts/roster.js";
 import { InvalidInputError } from "../protocol/errors.js";
 import type { PresenceEvent } from "../protocol/events.js";
+import type { Snapshot } from "../protocol/replica.js";
 import { checkId } from "../protocol/ids.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { reportError } from "../runtime/background.js";
 import { callHook, callNow, type Expect } from "../runtime/hooks.js";
-import { HeartbeatBatch, HeartbeatWheel, heartbeatInterval } from "../runtime/heartbeats.js";
-import { Subscriber, type Subscription } from "../runtime/subscriber.js";
-import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
+import type { Connection } from "../runtime/connection.js";
+import type { Sink } from "../runtime/feed.js";
+import { Host } from "../runtime/host.js";
+import type { SweeperOptions } from "../runtime/sweeper.js";
 import { clientsOf, MIN_STATE_BYTES, mirroredState, Throttle } from "./state.js";
 
 /** What `identify` is given: the `connected` hook's payload (its context holds onAuthenticate's). */
@@ -57,14 +58,9 @@ interface Events {
 /** One Hocuspocus connection (a socket in a document): one rollcall connection. */
 interface Member {
   readonly doc: Doc;
-  readonly user: string;
-  readonly connection: string;
-  readonly hocuspocus: Connection;
-  /**
-   * Its last call (the join, then each mirrored state), settled either way: the next waits for
-   * it, so that a leave never reaches Redis before a heartbeat asked for earlier.
-   */
-  last: Promise<void>;
+  readonly hocuspocus: HocuspocusConnection;
+  /** Its presence: the join, each mirrored state and the leave, in order. */
+  readonly connection: Connection<Doc>;
 }
 
 /** A document with connections on this instance. */
@@ -76,7 +72,8 @@ interface Doc {
   readonly members: Map<string, Member>;
   /** Awareness client id → user, for every member's clients, as their states say. */
   readonly owners: Map<number, string>;
-  readonly subscription: Promise<Subscription | null>;
+  /** Settles once the room is followed (subscribed, its snapshot read), or failed to be. */
+  followed: Promise<void>;
   readonly onAwareness: (changes: unknown, origin: unknown) => void;
 }
 
@@ -89,7 +86,7 @@ const ORIGIN = "rollcall";
 const FORBIDDEN = { code: 4403, reason: "Forbidden" };
 
 /** The awareness client ids that came through a socket (Hocuspocus keeps them per socket). */
-function socketClients(document: Document, socket: Connection["webSocket"]): number[] {
+function socketClients(document: Document, socket: HocuspocusConnection["webSocket"]): number[] {
   return [...(document.getClients(socket) as Set<number>)];
 }
 
@@ -114,10 +111,7 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   private readonly identify: (payload: IdentifyPayload) => string | Promise<string>;
   private readonly identifyTimeoutMs: number;
   private readonly roomOf: (documentName: string) => string;
-  private readonly subscriber: Subscriber;
-  private readonly sweeper: Sweeper | undefined;
-  private readonly batch: HeartbeatBatch;
-  private readonly wheel: HeartbeatWheel<Member>;
+  private readonly host: Host<Doc>;
   /** Keyed by documentName and user: one mirrored state per member and interval. */
   private readonly throttle: Throttle<string>;
   private readonly pending = new Set<Promise<unknown>>();
@@ -147,17 +141,20 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
       600_000,
     );
     this.roomOf = callback("room", o.room) ?? ((name) => name);
-    const heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const stateMs = integer("stateIntervalMs", o.stateIntervalMs ?? 1_000, 1, 3_600_000);
-    this.subscriber = new Subscriber(rollcall);
-    this.subscriber.on("error", (error) => this.report(error));
-    this.batch = new HeartbeatBatch(rollcall);
-    this.wheel = new HeartbeatWheel(heartbeatMs, (members) => {
-      this.track(rollcall.heartbeatMany(members.map((m) => this.heartbeat(m))));
+    // What a document's room says, through the host's feed: its events in chain order, and a
+    // snapshot when it is followed and after every gap.
+    const sink: Sink<Doc> = {
+      events: (doc, batch) => {
+        for (const event of batch.events) this.receive(doc, event);
+      },
+      snapshot: (doc, snapshot) => this.synced(doc, snapshot),
+    };
+    this.host = new Host<Doc>(rollcall, sink, (error) => this.report(error), {
+      ...(o.heartbeatMs === undefined ? {} : { heartbeatMs: o.heartbeatMs }),
+      ...(o.sweeper === undefined ? {} : { sweeper: o.sweeper }),
     });
     this.throttle = new Throttle(stateMs, (key) => this.mirror(key));
-    this.wheel.start();
-    this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
   }
 
   /** Who is in a document, across every instance (one page: see Rollcall.roster). */
@@ -193,30 +190,15 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     // The connection went while `identify` ran: it has nothing to join (nor to leave).
     if (this.closed || connection.webSocket.readyState !== OPEN) return;
     const doc = this.docs.get(documentName) ?? this.open(documentName, room, connection.document);
-    const member: Member = {
-      doc,
-      user,
-      connection: randomUUID(),
-      hocuspocus: connection,
-      last: Promise.resolve(),
-    };
+    const member: Member = { doc, hocuspocus: connection, connection: this.host.connect(user) };
     doc.members.set(socketId, member);
-    // Subscribed first, then joined, then heartbeated: every event of the room from this join on
-    // reaches 'event'. A join that failed is made by the next heartbeat.
-    member.last = doc.subscription
-      .then(() => this.batch.add(this.heartbeat(member)))
-      .then(
-        () => undefined,
-        (error: unknown) => this.report(error),
-      )
-      .then(() => {
-        if (doc.members.get(socketId) === member)
-          this.wheel.add(member, this.rollcall.bucketOf(room));
-      });
-    this.track(member.last);
+    // Followed first, then joined: every event of the room from this join on reaches 'event'.
+    // A join that failed is made by the heartbeat rounds.
+    const joined = doc.followed.then(() => member.connection.join(room, { retry: true }));
+    this.track(joined);
     // Awareness that came with the connection, before this hook.
     if (socketClients(connection.document, connection.webSocket).length > 0) this.changed(member);
-    await member.last;
+    await joined.catch(() => undefined);
   }
 
   /** Hocuspocus hook: the connection leaves its document's room. Never rejects. */
@@ -225,14 +207,11 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     const member = doc?.members.get(socketId);
     if (!doc || !member) return;
     doc.members.delete(socketId);
-    this.wheel.remove(member);
     if (doc.members.size === 0) this.shut(doc);
     else this.changed(member); // its clients leave the user's state
-    const left = member.last.then(() =>
-      this.rollcall.leave(doc.room, member.user, member.connection),
-    );
+    const left = member.connection.close();
     this.track(left);
-    await left.catch(() => undefined);
+    await left;
   }
 
   /** Hocuspocus hook: the server stops. */
@@ -247,12 +226,13 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    this.wheel.stop();
     this.throttle.clear();
-    for (const doc of [...this.docs.values()]) this.shut(doc);
+    for (const doc of [...this.docs.values()]) {
+      for (const member of doc.members.values()) member.connection.abandon();
+      this.shut(doc);
+    }
     await Promise.allSettled([...this.pending]);
-    await this.sweeper?.stop();
-    this.subscriber.close();
+    await this.host.close();
   }
 
   private room(documentName: string): string {
@@ -264,10 +244,6 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
       "room",
       callNow("room", () => roomOf(documentName), isString, "a room id"),
     );
-  }
-
-  private heartbeat(member: Member): Heartbeat {
-    return { room: member.doc.room, user: member.user, connection: member.connection };
   }
 
   /** Starts following a document: its room's events, its awareness changes. */
@@ -285,21 +261,9 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
       members: new Map(),
       owners: new Map(),
       onAwareness,
-      subscription: this.subscriber
-        .subscribe(room, (event) => this.receive(doc, event), {
-          onResubscribed: () => void this.sync(doc),
-        })
-        .then(
-          async (subscription) => {
-            await this.sync(doc);
-            return subscription;
-          },
-          (error: unknown) => {
-            this.report(error);
-            return null;
-          },
-        ),
+      followed: Promise.resolve(),
     };
+    doc.followed = this.host.follow(room, doc).catch((error: unknown) => this.report(error));
     this.docs.set(name, doc);
     document.awareness.on("update", onAwareness);
     return doc;
@@ -309,13 +273,12 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   private shut(doc: Doc): void {
     if (this.docs.get(doc.name) === doc) this.docs.delete(doc.name);
     doc.document.awareness.off("update", doc.onAwareness);
-    for (const member of doc.members.values()) this.wheel.remove(member);
-    this.track(doc.subscription.then((s) => s?.close()));
+    this.host.unfollow(doc.room, doc);
   }
 
   /** A member's awareness changed: its state is mirrored, at most once per interval. */
   private changed(member: Member): void {
-    this.throttle.changed(JSON.stringify([member.doc.name, member.user]));
+    this.throttle.changed(JSON.stringify([member.doc.name, member.connection.user]));
   }
 
   /**
@@ -325,19 +288,14 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   private mirror(key: string): void {
     const [name, user] = JSON.parse(key) as [string, string];
     const doc = this.docs.get(name);
-    const members = [...(doc?.members.values() ?? [])].filter((m) => m.user === user);
+    const members = [...(doc?.members.values() ?? [])].filter((m) => m.connection.user === user);
     if (this.closed || !doc || members.length === 0) return;
     const clients = members.flatMap((m) => socketClients(doc.document, m.hocuspocus.webSocket));
     const states = doc.document.awareness.getStates();
     const awareness = clients.map((id) => states.get(id)).find((s) => s) ?? null;
     const state = mirroredState(clients, awareness, this.rollcall.settings.maxStateBytes);
-    const member = members[0]!;
-    const write = member.last.then(() => this.batch.add({ ...this.heartbeat(member), state }));
-    member.last = write.then(
-      () => undefined,
-      () => undefined, // reported by track()
-    );
-    this.track(write);
+    // A heartbeat with the state, in the member's order: never before its join, nor after its leave.
+    this.track(members[0]!.connection.join(doc.room, { state, retry: true }));
   }
 
   private receive(doc: Doc, event: PresenceEvent): void {
@@ -369,22 +327,18 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   }
 
   /**
-   * Reads the room's roster: the clients of members present before this instance followed the
-   * document (or while its subscriber was down), and the leaves it missed meanwhile.
+   * The room's roster, when it is followed and after every gap: the clients of members present
+   * before this instance followed the document (or while it lost track), and the leaves it
+   * missed meanwhile.
    */
-  private async sync(doc: Doc): Promise<void> {
-    try {
-      const pages = await this.rollcall.rosterPages(doc.room);
-      const present = new Set<string>();
-      for (const { user, state } of pages.flatMap((p) => p.members)) {
-        present.add(user);
-        this.own(doc, user, state);
-      }
-      for (const owner of new Set(doc.owners.values())) {
-        if (!present.has(owner)) this.removeClients(doc, owner);
-      }
-    } catch (error) {
-      this.report(error);
+  private synced(doc: Doc, snapshot: Snapshot): void {
+    const present = new Set<string>();
+    for (const { user, state } of snapshot.members) {
+      present.add(user);
+      this.own(doc, user, state);
+    }
+    for (const owner of new Set(doc.owners.values())) {
+      if (!present.has(owner)) this.removeClients(doc, owner);
     }
   }
 

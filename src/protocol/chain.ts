@@ -1,4 +1,4 @@
-import type { PresenceEvent } from "./events.js";
+import { carriesCount, type PresenceEvent } from "./events.js";
 
 /**
  * Where an event stands against the chain a consumer follows. next: it follows the last event
@@ -57,7 +57,7 @@ export class Chain {
   /** Records an event that fit as next. */
   apply(event: PresenceEvent): void {
     this.last = event.seq;
-    if (event.type === "join" || event.type === "leave") this.empty = event.count === 0;
+    if (carriesCount(event)) this.empty = event.count === 0;
     this.recent.set(event.seq, fingerprint(event));
     if (this.recent.size > WINDOW) {
       const [oldest] = this.recent.keys();

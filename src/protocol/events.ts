@@ -53,6 +53,11 @@ export interface UpdateEvent extends EventBase {
 
 export type PresenceEvent =
   JoinEvent | LeaveEvent | TypingStartEvent | TypingStopEvent | UpdateEvent;
+
+/** Whether an event carries the room's member count after it: a join or a leave does. */
+export function carriesCount(event: PresenceEvent): event is JoinEvent | LeaveEvent {
+  return event.type === "join" || event.type === "leave";
+}
 export type EventType = PresenceEvent["type"];
 export const EVENT_TYPES: readonly EventType[] = [
   "join",

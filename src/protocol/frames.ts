@@ -1,4 +1,3 @@
-import type { RollcallError } from "./errors.js";
 import { checkEvent, EVENT_TYPES, type EventType, type PresenceEvent } from "./events.js";
 import type { Snapshot } from "./replica.js";
 import type { MemberState } from "./state.js";
@@ -179,19 +178,4 @@ export function parseServerFrame(text: string): ServerFrame {
     throw new SyntaxError(`unknown frame type ${value.type}`);
   }
   return value as unknown as ServerFrame;
-}
-
-/** The error code a client gets for a call that failed: bad input keeps its own, an outage is
- * UNAVAILABLE, anything else INTERNAL (for the server's log, not the client). */
-export function frameErrorCode(error: RollcallError): FrameErrorCode {
-  switch (error.code) {
-    case "INVALID_ID":
-    case "INVALID_STATE":
-    case "INVALID_OPTION":
-      return error.code;
-    case "REDIS_UNAVAILABLE":
-      return "UNAVAILABLE";
-    default:
-      return "INTERNAL";
-  }
 }

@@ -1,5 +1,5 @@
 import { Sequencer } from "./chain.js";
-import type { EventType, PresenceEvent } from "./events.js";
+import { carriesCount, type EventType, type PresenceEvent } from "./events.js";
 import { compareIds } from "./ids.js";
 import type { MemberState } from "./state.js";
 
@@ -115,7 +115,7 @@ export class Replica {
     this.count = snapshot.count;
     this.logId = snapshot.log;
     this.view = undefined;
-    const changes = differences(before, { members: this.members, typists: this.typists });
+    const changes = changesBetween(before, { members: this.members, typists: this.typists });
     const resync = this.events.install(snapshot.epoch, snapshot.seq, snapshot.count);
     return this.outcome(changes, resync);
   }
@@ -227,7 +227,7 @@ export function assemble(
   for (const e of chain) {
     if (e.prev !== prev && !(e.prev === 0 && count === 0)) return null;
     prev = e.seq;
-    if (e.type === "join" || e.type === "leave") count = e.count;
+    if (carriesCount(e)) count = e.count;
   }
   if (prev !== last.seq) return null;
 
@@ -253,7 +253,7 @@ function member({ user, joinedAt, state }: ReplicaMember): ReplicaMember {
 }
 
 /** What a snapshot changed, as the events that would have announced it. */
-function differences(before: Members, after: Members): RosterChange[] {
+function changesBetween(before: Members, after: Members): RosterChange[] {
   const changes: RosterChange[] = [];
   const change = (type: EventType, user: string) => changes.push({ type, user, event: null });
   for (const [user, was] of before.members) {

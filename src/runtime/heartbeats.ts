@@ -67,7 +67,7 @@ export class HeartbeatWheel<T> {
  * engine together: one heartbeatMany, so Redis is paid per batch when many sockets ask at once.
  * Entries must be valid (a bad one would fail its whole batch): callers check them first.
  */
-export class HeartbeatBatch {
+export class TurnBatch {
   private pending: {
     heartbeat: Heartbeat;
     settle: (result: HeartbeatResult | Error) => void;

@@ -1,15 +1,22 @@
 import { EventEmitter } from "node:events";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { Client } from "../engine/script.js";
-import { InvalidInputError, RedisCallError, UnexpectedReplyError } from "../protocol/errors.js";
+import { RedisCallError } from "../engine/errors.js";
+import { InvalidInputError, UnexpectedReplyError } from "../protocol/errors.js";
 import { signedBy } from "../engine/signature.js";
 import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../protocol/events.js";
 import { callback, describe, knownKeys } from "../protocol/options.js";
 import { backoff } from "../protocol/backoff.js";
 import { Pause, reportError } from "./background.js";
+import type {
+  PresenceListener,
+  SubscribeOptions,
+  Subscription,
+  Subscriptions,
+} from "./subscription.js";
 import { RoomWatch } from "./watch.js";
 
-export type PresenceListener = (event: PresenceEvent) => void;
+export type { PresenceListener, SubscribeOptions, Subscription } from "./subscription.js";
 
 /** Least time between two reads of a bucket's channel key. */
 const KEY_READS_MS = 1_000;
@@ -19,24 +26,6 @@ const MAX_QUEUED = 10_000;
 /** The epoch a message names, read without believing anything else of it. */
 function epochOf(message: string): string | null {
   return /"epoch":"([0-9a-f]+)"/.exec(message)?.[1] ?? null;
-}
-
-export interface SubscribeOptions {
-  /** Deliver only these types, e.g. `["join", "leave"]`. Default: every type. */
-  types?: readonly EventType[];
-  /** The subscriber connection dropped (or the subscriber closed): events are being missed. */
-  onLost?: () => void;
-  /**
-   * The connection is back and the room subscribed again. Events published in between are lost
-   * for good, so anything built from the events must resync (a RoomWatch does).
-   */
-  onResubscribed?: () => void;
-}
-
-export interface Subscription {
-  readonly room: string;
-  /** Stops delivery; the room's last subscription unsubscribes its channel. Never rejects. */
-  close(): Promise<void>;
 }
 
 export interface SubscriberOptions {
@@ -52,7 +41,8 @@ interface SubscriberEvents {
   error: [error: Error];
 }
 
-interface Delivery {
+/** One subscribe() call: its listener, the types it wants, what it is told of the connection. */
+interface Tap {
   readonly listener: PresenceListener;
   readonly types: ReadonlySet<EventType> | null;
   readonly onLost: (() => void) | undefined;
@@ -61,7 +51,7 @@ interface Delivery {
 
 interface RoomChannel {
   readonly room: string;
-  readonly deliveries: Set<Delivery>;
+  readonly taps: Set<Tap>;
   /** Settles when Redis has confirmed the subscription. */
   readonly subscribed: Promise<unknown>;
 }
@@ -71,7 +61,7 @@ interface RoomChannel {
  * all rooms: each room's channel is subscribed while at least one subscription to it is open.
  * Nothing it receives or suffers escapes as an exception: errors go to 'error' listeners.
  */
-export class Subscriber extends EventEmitter<SubscriberEvents> {
+export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscriptions {
   /** The subscriber connection, duplicated from the Rollcall's client. */
   readonly connection: Client;
   private readonly channels = new Map<string, RoomChannel>();
@@ -134,24 +124,24 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
     options?: SubscribeOptions,
   ): Promise<Subscription> {
     const name = this.rollcall.channel(room);
-    const delivery: Delivery = {
+    const tap: Tap = {
       listener: callback<PresenceListener>("listener", listener)!,
       ...checkSubscribeOptions(options),
     };
-    if (!delivery.listener) throw new InvalidInputError("INVALID_OPTION", "listener is required");
+    if (!tap.listener) throw new InvalidInputError("INVALID_OPTION", "listener is required");
     let channel = this.channels.get(name);
     if (!channel) {
-      channel = { room, deliveries: new Set(), subscribed: this.connection.ssubscribe(name) };
+      channel = { room, taps: new Set(), subscribed: this.connection.ssubscribe(name) };
       this.channels.set(name, channel);
     }
-    channel.deliveries.add(delivery);
+    channel.taps.add(tap);
     try {
       await channel.subscribed;
     } catch (error) {
       if (this.channels.get(name) === channel) this.channels.delete(name);
       throw new RedisCallError(`subscribe to room ${JSON.stringify(room)}`, error);
     }
-    return { room, close: () => this.unsubscribe(name, delivery) };
+    return { room, close: () => this.unsubscribe(name, tap) };
   }
 
   /** A live replica of the room's roster, kept current by its events. Close it when done. */
@@ -240,7 +230,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
       this.report(new UnexpectedReplyError(`${where} (an event of another room)`, message));
       return;
     }
-    for (const { listener, types } of [...channel.deliveries]) {
+    for (const { listener, types } of [...channel.taps]) {
       if (types && !types.has(event.type)) continue;
       try {
         listener(event);
@@ -250,9 +240,9 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
     }
   }
 
-  private async unsubscribe(name: string, delivery: Delivery): Promise<void> {
+  private async unsubscribe(name: string, tap: Tap): Promise<void> {
     const channel = this.channels.get(name);
-    if (!channel?.deliveries.delete(delivery) || channel.deliveries.size > 0) return;
+    if (!channel?.taps.delete(tap) || channel.taps.size > 0) return;
     this.channels.delete(name);
     if (this.isClosed) return;
     try {
@@ -301,10 +291,10 @@ export class Subscriber extends EventEmitter<SubscriberEvents> {
   }
 
   private notify(hook: "onLost" | "onResubscribed"): void {
-    const deliveries = [...this.channels.values()].flatMap((c) => [...c.deliveries]);
-    for (const delivery of deliveries) {
+    const taps = [...this.channels.values()].flatMap((c) => [...c.taps]);
+    for (const tap of taps) {
       try {
-        delivery[hook]?.();
+        tap[hook]?.();
       } catch (error) {
         this.report(error);
       }

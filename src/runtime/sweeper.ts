@@ -1,7 +1,8 @@
 import { EventEmitter } from "node:events";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { SweepCounts } from "../engine/scripts/sweep.js";
-import { RedisCallError, RollcallError } from "../protocol/errors.js";
+import { RedisCallError } from "../engine/errors.js";
+import { RollcallError } from "../protocol/errors.js";
 import { integer, knownKeys } from "../protocol/options.js";
 import { Loop } from "./background.js";
 

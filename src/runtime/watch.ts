@@ -8,7 +8,7 @@ import {
   type RosterChange,
 } from "../protocol/replica.js";
 import { Pause } from "./background.js";
-import type { Subscriber, Subscription } from "./subscriber.js";
+import type { Subscription, Subscriptions } from "./subscription.js";
 
 /**
  * Why the replica was brought up to date. start: the first snapshot; gap: an event did not
@@ -51,7 +51,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   private readonly pacer = new ResyncPacer();
 
   constructor(
-    private readonly subscriber: Subscriber,
+    private readonly subscriber: Subscriptions,
     readonly room: string,
   ) {
     super();

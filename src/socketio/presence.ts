@@ -1,20 +1,20 @@
-import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type { Namespace, Socket } from "socket.io";
-import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
+import type { Rollcall } from "../engine/rollcall.js";
 import type { HeartbeatResult } from "../engine/scripts/heartbeat.js";
-import { InvalidInputError, RollcallError } from "../protocol/errors.js";
-import { frameErrorCode, type FrameErrorCode } from "../protocol/frames.js";
+import { InvalidInputError } from "../protocol/errors.js";
+import { FrameError, type FrameErrorCode } from "../protocol/frames.js";
 import { checkId } from "../protocol/ids.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { encodeState, type MemberState } from "../protocol/state.js";
 import { reportError } from "../runtime/background.js";
-import { HeartbeatBatch, HeartbeatWheel, heartbeatInterval } from "../runtime/heartbeats.js";
+import type { Connection } from "../runtime/connection.js";
+import type { Sink } from "../runtime/feed.js";
 import { callNow, isBoolean, type Expect } from "../runtime/hooks.js";
+import { Host } from "../runtime/host.js";
 import { Budgets, RateLimit } from "../runtime/rateLimit.js";
-import { Subscriber } from "../runtime/subscriber.js";
-import { ownSweeper, type Sweeper, type SweeperOptions } from "../runtime/sweeper.js";
-import { Feeds } from "./feeds.js";
+import type { Subscriber } from "../runtime/subscriber.js";
+import type { SweeperOptions } from "../runtime/sweeper.js";
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- any application's event maps
 export type AnyNamespace = Namespace<any, any, any, any>;
@@ -85,10 +85,9 @@ interface Events {
 /** One socket: a rollcall connection of its user (or of nobody: an observer). */
 interface Member {
   readonly socket: AnySocket;
-  readonly user: string | null;
-  readonly connection: string;
-  /** The presence rooms it is in, each with its beat (null for an observer). */
-  readonly rooms: Map<string, Beat | null>;
+  /** Its presence: null for an observer, which only hears the rooms it is in (`observed`). */
+  readonly connection: Connection<Member> | null;
+  readonly observed: Set<string>;
   readonly rate: RateLimit;
   strikes: number;
 }
@@ -108,13 +107,6 @@ const isStateOrNone: Expect<MemberState | undefined> = (value): value is MemberS
 /** A client event's acknowledgement callback. */
 type Ack = (reply: { ok: boolean; code?: FrameErrorCode; message?: string; room?: string }) => void;
 
-interface Beat {
-  readonly member: Member;
-  readonly room: string;
-  /** The join's heartbeat, which its leave must follow into Redis. */
-  joined?: Promise<unknown>;
-}
-
 /** A disconnected socket whose presence is kept for its recovery. */
 interface Held {
   readonly member: Member;
@@ -130,25 +122,28 @@ const RECOVERABLE = new Set([
   "forced server close",
 ]);
 
+/** What the host's rooms send a socket: each event as published, and snapshots. */
+const SINK: Sink<Member> = {
+  events: (to, batch) => {
+    for (const event of batch.events) to.socket.emit(EVENTS.event, event);
+  },
+  snapshot: (to, snapshot) => to.socket.emit(EVENTS.snapshot, snapshot),
+};
+
 /**
- * Presence for one Socket.IO namespace: each socket with a user is a rollcall connection in the
- * presence rooms it is in, heartbeated in batches per bucket, leaving them when it leaves or
- * disconnects (a recoverable disconnect keeps it for `recoveryMs`). The rooms' events and
- * snapshots go to their local sockets only (`rollcall:event`, `rollcall:snapshot`): every
- * instance delivers what it hears from Redis to its own sockets, so nothing comes twice through
- * an adapter.
+ * Presence for one Socket.IO namespace, an adapter over rollcall's connection host: each socket
+ * with a user is a rollcall connection in the presence rooms it is in, heartbeated in batches,
+ * leaving them when it leaves or disconnects (a recoverable disconnect keeps it for
+ * `recoveryMs`). The rooms' events and snapshots go to their local sockets only
+ * (`rollcall:event`, `rollcall:snapshot`): every instance delivers what it hears from Redis to
+ * its own sockets, so nothing comes twice through an adapter.
  */
 export class SocketIoPresence extends EventEmitter<Events> {
   readonly heartbeatMs: number;
   readonly recoveryMs: number;
+  private readonly host: Host<Member>;
   private readonly members = new Map<string, Member>();
   private readonly held = new Map<string, Held>();
-  private readonly wheel: HeartbeatWheel<Beat>;
-  private readonly batch: HeartbeatBatch;
-  private readonly feeds: Feeds;
-  private readonly subscriber: Subscriber;
-  private readonly ownsSubscriber: boolean;
-  private readonly sweeper: Sweeper | undefined;
   private readonly identify: (socket: AnySocket) => string | null | undefined;
   private readonly filter: Filter | null;
   private readonly initial: SocketIoPresenceOptions["state"];
@@ -196,7 +191,6 @@ export class SocketIoPresence extends EventEmitter<Events> {
       maxSocketsPerUser: integer("maxSocketsPerUser", o.maxSocketsPerUser ?? 64, 1, 10_000_000),
     };
     this.budgets = new Budgets(this.rate);
-    this.heartbeatMs = heartbeatInterval(rollcall, o.heartbeatMs);
     const recovery = nsp.server._opts.connectionStateRecovery;
     const recoverable = recovery ? (recovery.maxDisconnectionDuration ?? 120_000) : 0;
     this.recoveryMs = integer(
@@ -205,21 +199,12 @@ export class SocketIoPresence extends EventEmitter<Events> {
       0,
       3_600_000,
     );
-
-    this.ownsSubscriber = o.subscriber === undefined;
-    this.subscriber = o.subscriber ?? new Subscriber(rollcall);
-    if (this.ownsSubscriber) this.subscriber.on("error", (error) => this.report(error));
-    this.feeds = new Feeds(this.subscriber, {
-      event: (room, event) => nsp.local.to(room).emit(EVENTS.event, event),
-      snapshot: (room, snapshot) => nsp.local.to(room).emit(EVENTS.snapshot, snapshot),
-      report: (error) => this.report(error),
+    this.host = new Host<Member>(rollcall, SINK, (error) => this.report(error), {
+      ...(o.heartbeatMs === undefined ? {} : { heartbeatMs: o.heartbeatMs }),
+      ...(o.subscriber === undefined ? {} : { subscriber: o.subscriber }),
+      ...(o.sweeper === undefined ? {} : { sweeper: o.sweeper }),
     });
-    this.batch = new HeartbeatBatch(rollcall);
-    this.wheel = new HeartbeatWheel(this.heartbeatMs, (beats) => {
-      rollcall.heartbeatMany(beats.map(heartbeatOf)).catch((error: unknown) => this.report(error));
-    });
-    this.wheel.start();
-    this.sweeper = ownSweeper(rollcall, o.sweeper, (error) => this.report(error));
+    this.heartbeatMs = this.host.heartbeatMs;
 
     const onConnection = (socket: AnySocket) => this.connected(socket);
     const onJoin = (room: string, id: string) => {
@@ -245,9 +230,9 @@ export class SocketIoPresence extends EventEmitter<Events> {
   }
 
   /**
-   * Puts a socket in a presence room (and in the Socket.IO room, where the room's frames go):
-   * what the room filter does on `socket.join()`, for `rooms: false`. Resolves once it is
-   * present; in the room already, it is heartbeated (with the new state, when given).
+   * Puts a socket in a presence room (and in the Socket.IO room): what the room filter does on
+   * `socket.join()`, for `rooms: false`. Resolves once it is present; in the room already, it is
+   * heartbeated (with the new state, when given).
    */
   async join(
     socket: AnySocket,
@@ -255,14 +240,14 @@ export class SocketIoPresence extends EventEmitter<Events> {
     options?: { state?: MemberState },
   ): Promise<HeartbeatResult> {
     const { state } = knownKeys(options, ["state"]);
-    const member = this.memberOf(socket);
-    const user = this.userOf(socket);
+    const connection = this.connectionOf(socket);
     checkId("room", room);
     // Checked alone: in the turn's batch, a bad state would fail its neighbours too.
     if (state !== undefined) encodeState(state, this.rollcall.settings.maxStateBytes);
-    const joined =
-      this.enter(member, room, state) ??
-      this.batch.add({ room, user, connection: member.connection, ...(state ? { state } : {}) });
+    const joined = connection.join(room, {
+      state: state ?? this.stateOf(socket, room),
+      retry: true,
+    });
     if (!socket.rooms.has(room)) await socket.join(room);
     return await joined;
   }
@@ -277,24 +262,21 @@ export class SocketIoPresence extends EventEmitter<Events> {
   }
 
   async startTyping(socket: AnySocket, room: string): Promise<void> {
-    await this.rollcall.startTyping(this.present(this.memberOf(socket), room), this.userOf(socket));
+    await this.present(socket, room).startTyping(room);
   }
 
   async stopTyping(socket: AnySocket, room: string): Promise<void> {
-    await this.rollcall.stopTyping(this.present(this.memberOf(socket), room), this.userOf(socket));
+    await this.present(socket, room).stopTyping(room);
   }
 
   async setState(socket: AnySocket, room: string, state: MemberState): Promise<void> {
-    await this.rollcall.setState(
-      this.present(this.memberOf(socket), room),
-      this.userOf(socket),
-      state,
-    );
+    await this.present(socket, room).setState(room, state);
   }
 
   /** The presence rooms a socket is in. */
   roomsOf(socket: AnySocket): string[] {
-    return [...(this.members.get(socket.id)?.rooms.keys() ?? [])];
+    const member = this.members.get(socket.id);
+    return member?.connection?.rooms() ?? [...(member?.observed ?? [])];
   }
 
   /** Stops following the namespace: every socket leaves its presence rooms, held ones too. */
@@ -302,18 +284,15 @@ export class SocketIoPresence extends EventEmitter<Events> {
     if (this.closed) return;
     this.closed = true;
     for (const undo of this.detach) undo();
-    const leaving = [...this.members.values()].map((m) => this.exitAll(m));
+    const members = [...this.members.values()];
     for (const { member, timer } of this.held.values()) {
       clearTimeout(timer);
-      leaving.push(this.exitAll(member));
+      members.push(member);
     }
     this.members.clear();
     this.held.clear();
-    await Promise.all(leaving);
-    this.wheel.stop();
-    await this.feeds.close();
-    if (this.ownsSubscriber) this.subscriber.close();
-    await this.sweeper?.stop();
+    await Promise.all(members.flatMap((m) => (m.connection ? [m.connection.close()] : [])));
+    await this.host.close();
   }
 
   /** Hands an error to 'error' listeners, or to process.emitWarning: never thrown. */
@@ -324,7 +303,7 @@ export class SocketIoPresence extends EventEmitter<Events> {
   private tracks(room: string, socket: AnySocket): boolean {
     if (!this.filter || room === socket.id) return false;
     try {
-      return this.filter(room, socket) === true;
+      return this.filter(room, socket);
     } catch (error) {
       this.report(error);
       return false;
@@ -347,11 +326,11 @@ export class SocketIoPresence extends EventEmitter<Events> {
       this.held.delete(socket.id);
     }
     // A recovered socket goes on as the connection it was: no leave, no join.
-    const same = held && held.member.user === user;
-    if (held && !same) this.release(held.member);
+    const kept = held?.member.connection?.user === user ? held.member : undefined;
+    if (held && !kept) this.letGo(held.member);
     // The user's budget, shared by their sockets (a recovered one keeps its own count).
-    const rate = same
-      ? held.member.rate
+    const rate = kept
+      ? kept.rate
       : user === null
         ? new RateLimit(this.rate.rateBurst, this.rate.ratePerSecond)
         : this.budgets.take(user);
@@ -361,71 +340,62 @@ export class SocketIoPresence extends EventEmitter<Events> {
       socket.disconnect(true);
       return;
     }
+    let connection: Connection<Member> | null = kept?.connection ?? null;
     const member: Member = {
       socket,
-      user,
-      connection: same ? held.member.connection : randomUUID(),
-      rooms: new Map(),
+      get connection() {
+        return connection;
+      },
+      observed: new Set(),
       rate,
       strikes: 0,
     };
+    if (user !== null && !connection) connection = this.host.connect(user, member);
     this.members.set(socket.id, member);
     socket.once("disconnecting", (reason: string) => this.disconnecting(member, reason));
     if (this.clientEvents) this.listen(member);
+    if (kept && connection) {
+      // The rooms it was in and is not now are left; those it is still in go on, their events
+      // to this socket from a snapshot each.
+      for (const room of connection.rooms()) {
+        if (!socket.rooms.has(room))
+          void connection.leave(room).catch((e: unknown) => this.report(e));
+      }
+      void connection.rebind(member).catch((e: unknown) => this.report(e));
+    }
     // Rooms joined before 'connection' (a middleware, a recovered session).
     for (const room of socket.rooms) {
-      // A recovered socket's rooms were presence rooms before (also by explicit calls).
-      const kept = same && held.member.rooms.has(room);
-      if (kept || this.tracks(room, socket)) this.follow(member, room);
-    }
-    if (held) {
-      // What the old socket was in and this one is not: left now (the new connection stays).
-      for (const [room, beat] of held.member.rooms) {
-        if (beat) this.wheel.remove(beat);
-        const kept = same && member.rooms.has(room);
-        if (!kept) void this.leaveRoom(held.member, room, beat);
-      }
+      if (this.tracks(room, socket) && !connection?.has(room)) this.follow(member, room);
     }
   }
 
   /** Enters a room the filter tracks; a join that fails is the socket's `rollcall:error`. */
   private follow(member: Member, room: string): void {
-    this.enter(member, room)?.catch((error: unknown) => this.refuse(member, error, room));
-  }
-
-  /** Enters a presence room; returns the join's heartbeat, or undefined if it was in already. */
-  private enter(
-    member: Member,
-    room: string,
-    state?: MemberState,
-  ): Promise<HeartbeatResult> | undefined {
-    if (member.rooms.has(room)) return undefined;
     try {
       checkId("room", room);
     } catch (error) {
-      this.refuse(member, error, room);
-      return undefined;
+      return this.refuse(member, error, room);
     }
-    const beat: Beat | null = member.user === null ? null : { member, room };
-    member.rooms.set(room, beat);
-    this.feeds.follow(room, member);
-    const snapshot = this.feeds.snapshot(room);
-    if (snapshot) member.socket.emit(EVENTS.snapshot, snapshot);
-    if (!beat) return undefined;
-    // In the wheel at once: a join that fails (an outage) is made good by the next round.
-    this.wheel.add(beat, this.rollcall.bucketOf(room));
-    const first = state ?? this.stateOf(member, room);
-    const joined = this.batch.add({ ...heartbeatOf(beat), ...(first ? { state: first } : {}) });
-    beat.joined = joined;
-    return joined;
+    const { connection } = member;
+    const entered = connection
+      ? connection.join(room, { state: this.stateOf(member.socket, room), retry: true })
+      : this.observe(member, room);
+    entered.catch((error: unknown) => this.refuse(member, error, room));
+  }
+
+  /** An observer hears a room's events, from a snapshot. */
+  private async observe(member: Member, room: string): Promise<void> {
+    if (member.observed.has(room)) return;
+    member.observed.add(room);
+    await this.host.follow(room, member);
   }
 
   /** The state hook's state, checked here: in the turn's batch it would fail its neighbours. */
-  private stateOf(member: Member, room: string): MemberState | undefined {
+  private stateOf(socket: AnySocket, room: string): MemberState | undefined {
     const initial = this.initial;
     if (!initial) return undefined;
     try {
-      const state = callNow("state", () => initial(member.socket, room), isStateOrNone, "a state");
+      const state = callNow("state", () => initial(socket, room), isStateOrNone, "a state");
       if (state !== undefined) encodeState(state, this.rollcall.settings.maxStateBytes);
       return state;
     } catch (error) {
@@ -434,29 +404,19 @@ export class SocketIoPresence extends EventEmitter<Events> {
     }
   }
 
+  /** Leaves a presence room (an observer stops hearing it); a failure is reported. */
   private async exit(member: Member, room: string): Promise<void> {
-    if (!member.rooms.has(room)) return;
-    const beat = member.rooms.get(room) ?? null;
-    member.rooms.delete(room);
-    if (beat) this.wheel.remove(beat);
-    this.feeds.unfollow(room, member);
-    await this.leaveRoom(member, room, beat);
+    if (member.observed.delete(room)) return this.host.unfollow(room, member);
+    await member.connection?.leave(room).catch((error: unknown) => this.report(error));
   }
 
-  private async exitAll(member: Member): Promise<void> {
-    await Promise.all([...member.rooms.keys()].map((room) => this.exit(member, room)));
-  }
-
-  /** The engine's leave of a connection: failures are reported (the window expires it). */
-  private async leaveRoom(member: Member, room: string, beat: Beat | null): Promise<void> {
-    if (!beat || member.user === null) return;
-    // A join still in the turn's batch would otherwise reach Redis after its leave, and stay.
-    await beat.joined?.catch(() => undefined);
-    try {
-      await this.rollcall.leave(room, member.user, member.connection);
-    } catch (error) {
-      this.report(error);
-    }
+  /** A member is gone for good: its rooms are left, its socket no longer counts. */
+  private letGo(member: Member): void {
+    for (const room of member.observed) this.host.unfollow(room, member);
+    const { connection } = member;
+    if (!connection) return;
+    this.budgets.release(connection.user);
+    void connection.close();
   }
 
   /**
@@ -467,67 +427,63 @@ export class SocketIoPresence extends EventEmitter<Events> {
     if (this.members.get(member.socket.id) !== member) return;
     this.members.delete(member.socket.id);
     if (this.closed) return;
-    for (const room of member.rooms.keys()) this.feeds.unfollow(room, member);
-    if (this.recoveryMs > 0 && RECOVERABLE.has(reason) && member.user !== null) {
+    if (this.recoveryMs > 0 && RECOVERABLE.has(reason) && member.connection) {
       const timer = setTimeout(() => {
         if (this.held.get(member.socket.id)?.member !== member) return;
         this.held.delete(member.socket.id);
-        this.release(member);
-        for (const [room, beat] of member.rooms) {
-          if (beat) this.wheel.remove(beat);
-          void this.leaveRoom(member, room, beat);
-        }
+        this.letGo(member);
       }, this.recoveryMs);
       timer.unref();
       this.held.set(member.socket.id, { member, timer });
       return;
     }
-    this.release(member);
-    for (const [room, beat] of member.rooms) {
-      if (beat) this.wheel.remove(beat);
-      void this.leaveRoom(member, room, beat);
-    }
-  }
-
-  /** A member is gone for good: it no longer counts against its user's sockets. */
-  private release(member: Member): void {
-    if (member.user !== null) this.budgets.release(member.user);
+    this.letGo(member);
   }
 
   /** The client events of a socket: typing, state, and a snapshot asked for after a gap. */
   private listen(member: Member): void {
     const { socket } = member;
-    type Run = (room: string, arg: unknown) => Promise<unknown> | void;
-    const on = (name: string, run: Run, observers = false) => {
+    type Run = (room: string, arg: unknown) => Promise<unknown>;
+    const on = (name: string, run: Run) => {
       socket.on(name, (...args: unknown[]) => {
         const last = args.at(-1);
         const ack = typeof last === "function" ? (args.pop() as Ack) : undefined;
-        void this.clientEvent(member, args, run, observers, ack);
+        void this.clientEvent(member, args, run, ack);
       });
     };
-    const user = () => member.user!;
-    on(EVENTS.typing, (room) => this.rollcall.startTyping(room, user()));
-    on(EVENTS.typingStop, (room) => this.rollcall.stopTyping(room, user()));
-    on(EVENTS.state, (room, state) => this.rollcall.setState(room, user(), state as MemberState));
-    on(
-      EVENTS.snapshot,
-      (room) => {
-        const snapshot = this.feeds.snapshot(room);
-        if (snapshot) socket.emit(EVENTS.snapshot, snapshot);
-      },
-      true,
-    );
+    // A member's are carried out in its connection's turn: after the join they follow, which
+    // they need (NOT_JOINED otherwise).
+    const connection = () => {
+      if (!member.connection) throw new FrameError("NOT_JOINED", "an observer is in no room");
+      return member.connection;
+    };
+    on(EVENTS.typing, (room) => connection().startTyping(room));
+    on(EVENTS.typingStop, (room) => connection().stopTyping(room));
+    on(EVENTS.state, (room, state) => connection().setState(room, state as MemberState));
+    on(EVENTS.snapshot, (room) => this.resend(member, room));
   }
 
-  /** One client event: rate-limited, only in the socket's presence rooms, answered by its ack. */
+  /** A room's snapshot again, for a socket in it (or observing it) that lost track. */
+  private async resend(member: Member, room: string): Promise<void> {
+    const { connection } = member;
+    if (!connection) {
+      if (!member.observed.has(room)) throw new FrameError("NOT_JOINED", `not in room ${room}`);
+      return this.host.follow(room, member);
+    }
+    await connection.inTurn(async () => {
+      if (!connection.has(room)) throw new FrameError("NOT_JOINED", `not in room ${room}`);
+      await this.host.follow(room, member);
+    });
+  }
+
+  /** One client event: rate-limited, answered by its ack (or an error event). */
   private async clientEvent(
     member: Member,
     [room, arg]: unknown[],
-    run: (room: string, arg: unknown) => Promise<unknown> | void,
-    observers: boolean,
+    run: (room: string, arg: unknown) => Promise<unknown>,
     ack: Ack | undefined,
   ): Promise<void> {
-    const where = typeof room === "string" ? room : undefined;
+    const where = typeof room === "string" ? room.slice(0, 256) : undefined;
     if (!member.rate.take()) {
       // A flood gets one error, then silence until it slows down; an ack is always answered.
       member.strikes += 1;
@@ -537,12 +493,9 @@ export class SocketIoPresence extends EventEmitter<Events> {
       return;
     }
     member.strikes = 0;
-    if (where === undefined || !(observers ? member.rooms.has(where) : member.rooms.get(where))) {
-      const message = `not in presence room ${String(room)}`;
-      return this.fail(member, "NOT_JOINED", message.slice(0, 300), where?.slice(0, 256), ack);
-    }
     try {
-      await run(where, arg);
+      if (typeof room !== "string") throw new FrameError("NOT_JOINED", "name a presence room");
+      await run(room, arg);
       ack?.({ ok: true });
     } catch (error) {
       this.refuse(member, error, where, ack);
@@ -550,13 +503,8 @@ export class SocketIoPresence extends EventEmitter<Events> {
   }
 
   private refuse(member: Member, error: unknown, room?: string, ack?: Ack): void {
-    if (error instanceof RollcallError) {
-      const code = frameErrorCode(error);
-      if (code === "INTERNAL" || code === "UNAVAILABLE") this.report(error);
-      return this.fail(member, code, error.message, room, ack);
-    }
-    this.report(error);
-    this.fail(member, "INTERNAL", "the server failed to handle the event", room, ack);
+    const { code, message } = this.host.refusal(error);
+    this.fail(member, code, message, room, ack);
   }
 
   private fail(
@@ -582,22 +530,20 @@ export class SocketIoPresence extends EventEmitter<Events> {
     return member;
   }
 
-  private userOf(socket: AnySocket): string {
-    const user = this.members.get(socket.id)?.user;
-    if (!user)
+  private connectionOf(socket: AnySocket): Connection<Member> {
+    const connection = this.memberOf(socket).connection;
+    if (!connection) {
       throw new InvalidInputError("INVALID_OPTION", "the socket has no user: not a member");
-    return user;
+    }
+    return connection;
   }
 
-  private present(member: Member, room: string): string {
+  private present(socket: AnySocket, room: string): Connection<Member> {
     checkId("room", room);
-    if (!member.rooms.get(room)) {
+    const connection = this.connectionOf(socket);
+    if (!connection.has(room)) {
       throw new InvalidInputError("INVALID_OPTION", `the socket is not present in room ${room}`);
     }
-    return room;
+    return connection;
   }
-}
-
-function heartbeatOf({ member, room }: Beat): Heartbeat {
-  return { room, user: member.user!, connection: member.connection };
 }

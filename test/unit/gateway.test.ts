@@ -1,8 +1,8 @@
 import { install, type Clock } from "@sinonjs/fake-timers";
 import { expect } from "chai";
-import { CountWatch } from "../../src/gateway/counts.js";
-import { Batch, RoomFeed, type Coalescing } from "../../src/gateway/feed.js";
-import { SharedSnapshot } from "../../src/gateway/snapshots.js";
+import { CountWatch } from "../../src/runtime/counts.js";
+import { Batch, RoomFeed, type Coalescing } from "../../src/runtime/feed.js";
+import { SharedSnapshot } from "../../src/runtime/snapshots.js";
 import type { Roster } from "../../src/engine/scripts/roster.js";
 import { HeartbeatWheel } from "../../src/runtime/heartbeats.js";
 import { RateLimit } from "../../src/runtime/rateLimit.js";
@@ -40,8 +40,8 @@ describe("the gateway's room feed", () => {
       },
       coalescing,
     );
-    f.deliveries.set("all", { types: null, last: null });
-    f.deliveries.set("joins", { types: new Set(["join"]), last: null });
+    f.follows.set("all", { types: null, last: null });
+    f.follows.set("joins", { types: new Set(["join"]), last: null });
     return { f, sent, batches };
   }
 
@@ -122,8 +122,8 @@ describe("a large room's coalesced feed", () => {
       },
       { fromMembers: 100, intervalMs: 50 },
     );
-    f.deliveries.set("all", { types: null, last: null });
-    f.deliveries.set("joins", { types: new Set(["join"]), last: null });
+    f.follows.set("all", { types: null, last: null });
+    f.follows.set("joins", { types: new Set(["join"]), last: null });
     return { f, sent };
   }
   const chain = (batches: Batch[]) => batches.map((b) => b.events.map((e) => `${e.seq}/${e.prev}`));
@@ -152,7 +152,7 @@ describe("a large room's coalesced feed", () => {
 
   it("encodes a batch once: every socket that gets all of it gets the same frames", () => {
     const { f, sent } = feed();
-    f.deliveries.set("joins", { types: null, last: null });
+    f.follows.set("joins", { types: null, last: null });
     f.restart("all", snapshot(10, 500));
     f.restart("joins", snapshot(10, 500));
     f.receive(event("join", 11, 10, 501));
@@ -192,7 +192,7 @@ describe("a large room's coalesced feed", () => {
       },
       { fromMembers: 100, intervalMs: 50 },
     );
-    f.deliveries.set("all", { types: null, last: null });
+    f.follows.set("all", { types: null, last: null });
     f.restart("all", snapshot(10, 500));
     f.receive(event("typing-start", 11, 10));
     f.receive(event("typing-stop", 12, 11));

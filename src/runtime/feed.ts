@@ -1,19 +1,26 @@
 import { Sequencer } from "../protocol/chain.js";
-import type { EventType, PresenceEvent } from "../protocol/events.js";
+import { carriesCount, type EventType, type PresenceEvent } from "../protocol/events.js";
 import type { Snapshot } from "../protocol/replica.js";
 
-/** What one socket receives of a room: the types it asked for, and where its chain stands. */
-export interface Delivery {
+/** What one follower receives of a room: the types it asked for, and where its chain stands. */
+export interface Follow {
   readonly types: ReadonlySet<EventType> | null;
-  /** The last event sent (or the snapshot's number), for a socket that filters types. */
+  /** The last event sent (or the snapshot's number), for a follower that filters types. */
   last: { epoch: string; seq: number } | null;
 }
 
-/** Where a feed's frames go. */
-export interface Sink<S> {
-  /** A socket's share of the room's events, in order: one chain. */
-  events(to: S, batch: Batch): void;
-  snapshot(to: S, snapshot: Snapshot): void;
+/**
+ * Where a host's rooms send what their followers get: an adapter's sockets or documents. Each
+ * call is for one follower; what is encoded is encoded once for all of them (Batch,
+ * snapshotFrame).
+ */
+export interface Sink<F> {
+  /** A follower's share of the room's events, in order: one chain. */
+  events(to: F, batch: Batch): void;
+  /** The room's roster: the answer to its join (with the join's `ref`), or a resync's. */
+  snapshot(to: F, snapshot: Snapshot, ref: string | undefined): void;
+  /** A watched room's member count (the answer to the watch, with its `ref`, then changes). */
+  count?(to: F, room: string, count: number, ref: string | undefined): void;
 }
 
 /**
@@ -51,23 +58,23 @@ export class Batch {
 const encode = (frame: object) => Buffer.from(JSON.stringify(frame));
 
 /**
- * One room's events on this gateway, fanned out to the sockets in the room. The feed follows the
+ * One room's events in this process, fanned out to the room's followers. The feed follows the
  * room's chain itself (the Sequencer's rules) and passes on only events that follow it: a gap,
- * another epoch or a message that conflicts with one already passed on (none of which a socket
+ * another epoch or a message that conflicts with one already passed on (none of which a follower
  * could use) is held back, and `receive` asks for a resync instead, which the gateway does once
- * for the whole room (`install`) rather than each socket on its own. So a message on the room's
+ * for the whole room (`install`) rather than each follower on its own. So a message on the room's
  * channel that does not fit reaches no browser, and costs at most one snapshot.
  *
- * A socket that asked for some types only still gets an unbroken chain of what it gets: the
+ * A follower that asked for some types only still gets an unbroken chain of what it gets: the
  * next event sent to it has its `prev` set to the last event it got.
  *
  * A room of `fromMembers` members or more (as its last event or snapshot counted) is coalesced:
- * its events go out at most every `intervalMs`, together, the same text for every socket that
+ * its events go out at most every `intervalMs`, together, the same text for every follower that
  * gets them all (an event after a quiet interval at once, those that follow it within the
  * interval with the next batch). A smaller room's go out at once.
  */
 export class RoomFeed<S> {
-  readonly deliveries = new Map<S, Delivery>();
+  readonly follows = new Map<S, Follow>();
   private events = this.sequencer();
   private started = false;
   /** The last event log entry id this feed knows it has everything up to (log on). */
@@ -111,7 +118,7 @@ export class RoomFeed<S> {
   }
 
   /**
-   * A snapshot of the room, read for a resync: every socket gets it, and the chain starts over
+   * A snapshot of the room, read for a resync: every follower gets it, and the chain starts over
    * from it (even below a number some message claimed), then the held events that follow it
    * pass on. True when another resync is needed.
    */
@@ -120,25 +127,25 @@ export class RoomFeed<S> {
     this.started = true;
     this.members = snapshot.count;
     this.logId = snapshot.log;
-    for (const [to, delivery] of this.deliveries) {
-      this.sink.snapshot(to, snapshot);
-      delivery.last = { epoch: snapshot.epoch, seq: snapshot.seq };
+    for (const [to, follow] of this.follows) {
+      this.sink.snapshot(to, snapshot, undefined);
+      follow.last = { epoch: snapshot.epoch, seq: snapshot.seq };
     }
     return this.events.install(snapshot.epoch, snapshot.seq, snapshot.count);
   }
 
   /**
-   * One socket's own snapshot (its join) was sent: its chain goes on from it, or from a later
-   * event sent already. The feed's chain starts from the first one; after that a socket's
+   * One follower's own snapshot (its join) was sent: its chain goes on from it, or from a later
+   * event sent already. The feed's chain starts from the first one; after that a follower's
    * snapshot never moves it (it was read after the feed subscribed, so any event it is ahead of
-   * is on its way to the feed, for the other sockets). True when a resync is needed.
+   * is on its way to the feed, for the other followers). True when a resync is needed.
    */
   restart(to: S, snapshot: Snapshot): boolean {
     const { epoch, seq } = snapshot;
-    const delivery = this.deliveries.get(to);
-    if (delivery) {
-      const { last } = delivery;
-      if (last === null || last.epoch !== epoch || last.seq < seq) delivery.last = { epoch, seq };
+    const follow = this.follows.get(to);
+    if (follow) {
+      const { last } = follow;
+      if (last === null || last.epoch !== epoch || last.seq < seq) follow.last = { epoch, seq };
     }
     if (this.started) return false;
     this.started = true;
@@ -147,7 +154,7 @@ export class RoomFeed<S> {
     return this.events.install(epoch, seq, snapshot.count);
   }
 
-  /** Sends the events passed on since the last flush: each socket its share, in one go. */
+  /** Sends the events passed on since the last flush: each follower its share, in one go. */
   flush(): void {
     clearTimeout(this.timer);
     this.timer = undefined;
@@ -155,8 +162,8 @@ export class RoomFeed<S> {
     if (events.length === 0) return;
     this.pending = [];
     const all = new Batch(this.room, events);
-    for (const [to, delivery] of this.deliveries) {
-      const share = this.share(delivery, events);
+    for (const [to, follow] of this.follows) {
+      const share = this.share(follow, events);
       if (share.length === 0) continue;
       this.sink.events(to, share === events ? all : new Batch(this.room, share));
     }
@@ -165,8 +172,8 @@ export class RoomFeed<S> {
   }
 
   /**
-   * No socket gets the room's events (it is only watched for its count) and the feed lost
-   * track: it starts over from the next socket's snapshot, as a new feed would.
+   * No follower gets the room's events (it is only watched for its count) and the feed lost
+   * track: it starts over from the next follower's snapshot, as a new feed would.
    */
   forget(): void {
     this.stop();
@@ -188,7 +195,7 @@ export class RoomFeed<S> {
 
   private pass(event: PresenceEvent): void {
     if (event.log !== undefined) this.logId = event.log;
-    if (event.type === "join" || event.type === "leave") this.members = event.count;
+    if (carriesCount(event)) this.members = event.count;
     this.pending.push(event);
     const { fromMembers, intervalMs } = this.coalescing;
     // A room that shrank below the mark sends what it kept back at once, with this event.
@@ -200,21 +207,21 @@ export class RoomFeed<S> {
     this.timer = setTimeout(() => this.flush(), wait);
   }
 
-  /** What a socket gets of some events (the same array when it gets them all, as they are). */
-  private share(delivery: Delivery, events: readonly PresenceEvent[]): readonly PresenceEvent[] {
+  /** What a follower gets of some events (the same array when it gets them all, as they are). */
+  private share(follow: Follow, events: readonly PresenceEvent[]): readonly PresenceEvent[] {
     let share: PresenceEvent[] | null = null;
-    // Where the socket's chain stands, as the events go by (kept once, at the end).
-    let epoch = delivery.last?.epoch;
-    let seq = delivery.last?.seq ?? 0;
+    // Where the follower's chain stands, as the events go by (kept once, at the end).
+    let epoch = follow.last?.epoch;
+    let seq = follow.last?.seq ?? 0;
     let moved = false;
     for (let i = 0; i < events.length; i++) {
       const event = events[i]!;
       const same = epoch === event.epoch;
       const skip =
-        (delivery.types !== null && !delivery.types.has(event.type)) ||
+        (follow.types !== null && !follow.types.has(event.type)) ||
         // Its own snapshot, read after this event was published, has it already.
         (same && event.seq <= seq);
-      const rewrite = !skip && delivery.types !== null && same && event.prev > seq;
+      const rewrite = !skip && follow.types !== null && same && event.prev > seq;
       if ((skip || rewrite) && share === null) share = events.slice(0, i);
       if (skip) continue;
       share?.push(rewrite ? { ...event, prev: seq } : event);
@@ -222,7 +229,7 @@ export class RoomFeed<S> {
       seq = event.seq;
       moved = true;
     }
-    if (moved) delivery.last = { epoch: epoch!, seq };
+    if (moved) follow.last = { epoch: epoch!, seq };
     return share ?? events;
   }
 }

@@ -1,4 +1,4 @@
-import type { PresenceEvent } from "../protocol/events.js";
+import { carriesCount, type PresenceEvent } from "../protocol/events.js";
 
 /**
  * The sockets that watch one room's member count without joining it or hearing its events, and
@@ -30,7 +30,7 @@ export class CountWatch<S> {
 
   /** An event of the room as it came (in any order): a join's or leave's count, if newer. */
   see(event: PresenceEvent): void {
-    if (event.type !== "join" && event.type !== "leave") return;
+    if (!carriesCount(event)) return;
     if (event.epoch === this.epoch && event.seq <= this.seq) return;
     this.epoch = event.epoch;
     this.seq = event.seq;
