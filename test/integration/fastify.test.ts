@@ -9,7 +9,8 @@ import { Rollcall, type PresenceEvent } from "../../src/index.js";
 import { BEARER_PROTOCOL, SUBPROTOCOL_V2 } from "../../src/protocol/frames.js";
 import { stopClock } from "../kit/clock.js";
 import { startFastify, spawnFastify, type FastifyConfig } from "../kit/fastify.js";
-import type { FastifyInstanceUnderTest, FastifyProcess } from "../kit/fastify.js";
+import type { FastifyInstanceUnderTest } from "../kit/fastify.js";
+import type { ServerProcess } from "../kit/serverProcess.js";
 import { closeGateways, connect } from "../kit/gateway.js";
 import { client, ownRedis, redisNow, redisUrl } from "../kit/redis.js";
 import { eventually, watchUnhandled } from "../kit/wait.js";
@@ -20,7 +21,7 @@ const ENGINE = { presenceWindowMs: 10_000, leaveGraceMs: 2_000, typingWindowMs: 
 describe("rollcall/fastify", function () {
   this.timeout(30_000);
   const instances: FastifyInstanceUnderTest[] = [];
-  const processes: FastifyProcess[] = [];
+  const processes: ServerProcess[] = [];
 
   async function instance(config: Partial<FastifyConfig> = {}) {
     const started = await startFastify({ redisUrl: redisUrl(), engine: ENGINE, ...config });

@@ -2,8 +2,6 @@
 // registered with websocketOptions, an identity from a header its own hook would check), in the
 // test's process or in one of their own (./fastifyServer.ts, to SIGKILL).
 import websocket from "@fastify/websocket";
-import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import Fastify, { type FastifyInstance } from "fastify";
 import { Redis, type RedisOptions } from "ioredis";
 import {
@@ -13,6 +11,9 @@ import {
 } from "../../src/fastify/index.js";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
 import { BEARER_PROTOCOL } from "../../src/protocol/frames.js";
+import { spawnServer, type ServerProcess } from "./serverProcess.js";
+
+const SERVER = new URL("./fastifyServer.ts", import.meta.url).href;
 
 export interface FastifyConfig {
   redisUrl: string;
@@ -73,31 +74,10 @@ export async function startFastify(config: FastifyConfig): Promise<FastifyInstan
   };
 }
 
-export interface FastifyProcess {
-  readonly url: string;
-  readonly child: ChildProcess;
-  kill(): Promise<void>;
-}
-
-const SERVER = fileURLToPath(new URL("./fastifyServer.ts", import.meta.url));
-
 /** Starts ./fastifyServer.ts with `config`; resolves once it listens. */
-export async function spawnFastify(config: FastifyConfig): Promise<FastifyProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", SERVER], {
-    env: { ...process.env, ROLLCALL_FASTIFY: JSON.stringify(config) },
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once("message", (message: { port: number }) => resolve(message.port));
-    void exited.then(() => reject(new Error("the Fastify server process exited")));
-  });
-  return {
-    url: `ws://127.0.0.1:${port}/presence`,
-    child,
-    kill: async () => {
-      child.kill("SIGKILL");
-      await exited;
-    },
-  };
+export async function spawnFastify(
+  config: FastifyConfig,
+): Promise<ServerProcess & { url: string }> {
+  const server = await spawnServer(SERVER, { ROLLCALL_FASTIFY: JSON.stringify(config) });
+  return { ...server, url: `ws://127.0.0.1:${server.port}/presence` };
 }
