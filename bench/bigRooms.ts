@@ -1,7 +1,7 @@
 import { decodeFromCompressedBase64 } from "hdr-histogram-js";
 import { Rollcall, type RollcallOptions } from "../src/index.js";
 import type { Limits } from "../src/gateway/index.js";
-import { openFilesLimit } from "../src/gateway/limits.js";
+import { openFilesLimit } from "../src/runtime/limits.js";
 import { KitChild } from "../test/kit/child.js";
 import { GatewayChild } from "../test/kit/gatewayChild.js";
 import type { Lab } from "./lab.js";

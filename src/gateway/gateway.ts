@@ -20,7 +20,7 @@ import {
 import { CLOSE, Session, SESSION_SINK, type SessionHost } from "../runtime/session.js";
 import { bearerToken, refreshRequest, targetOf } from "./auth.js";
 import { jwtVerifier, type Verify } from "./jwt.js";
-import { frameSizes, type Limits } from "./limits.js";
+import { frameSizes, type Limits } from "../runtime/limits.js";
 import { Lobby } from "./lobby.js";
 import { checkGatewayOptions, type GatewayConfig, type GatewayOptions } from "./options.js";
 import { Admission, answer, ignore, type Admitted } from "./upgrade.js";

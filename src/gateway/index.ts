@@ -7,7 +7,7 @@ export {
   type JwtOptions,
 } from "./auth.js";
 export { AuthError, type Claims, type Identity } from "../runtime/identity.js";
-export { DEFAULT_LIMITS, type Limits } from "./limits.js";
+export { DEFAULT_LIMITS, type Limits } from "../runtime/limits.js";
 export type { Origins, RefusalReason } from "./upgrade.js";
 export { CLOSE } from "../runtime/session.js";
 export * from "../protocol/frames.js";

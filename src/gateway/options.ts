@@ -8,7 +8,7 @@ import type { Subscriber } from "../runtime/subscriber.js";
 import type { Identity } from "../runtime/identity.js";
 import type { Authenticate, JwtOptions } from "./auth.js";
 import { checkJwtOptions, type CheckedJwtOptions } from "./jwt.js";
-import { checkLimits, type Limits } from "./limits.js";
+import { checkLimits, type Limits } from "../runtime/limits.js";
 import type { Origins } from "./upgrade.js";
 
 export interface GatewayOptions {

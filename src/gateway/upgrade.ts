@@ -9,7 +9,7 @@ import { callHook, callNow, HookError, isBoolean } from "../runtime/hooks.js";
 import { Budgets, Tally, type RateLimit } from "../runtime/rateLimit.js";
 import { AuthError, checkIdentity, isIdentityOrNull, type Identity } from "../runtime/identity.js";
 import { bearerToken } from "./auth.js";
-import type { Limits } from "./limits.js";
+import type { Limits } from "../runtime/limits.js";
 
 /** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
 export type Origins = readonly string[] | ((origin: string, request: IncomingMessage) => boolean);

@@ -192,9 +192,13 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     const doc = this.docs.get(documentName) ?? this.open(documentName, room, connection.document);
     const member: Member = { doc, hocuspocus: connection, connection: this.host.connect(user) };
     doc.members.set(socketId, member);
-    // Followed first, then joined: every event of the room from this join on reaches 'event'.
-    // A join that failed is made by the heartbeat rounds.
-    const joined = doc.followed.then(() => member.connection.join(room, { retry: true }));
+    // Followed first, then joined, before anything else of the member's (its mirrored states,
+    // its leave): every event of the room from this join on reaches 'event'. A join that failed
+    // is made by the heartbeat rounds.
+    const joined = member.connection.inTurn(async (turn) => {
+      await doc.followed;
+      return turn.join(room, { retry: true });
+    });
     this.track(joined);
     // Awareness that came with the connection, before this hook.
     if (socketClients(connection.document, connection.webSocket).length > 0) this.changed(member);

@@ -55,7 +55,8 @@ export interface JoinOptions {
 export interface Turn {
   /**
    * Joins a room, or heartbeats it again (with a new state) when in it already; resolves when
-   * the heartbeat is applied and, with a follower, its snapshot was sent.
+   * the heartbeat is applied and, with a follower, its snapshot was sent. A closed connection
+   * joins nothing (`joined` and `full` false).
    */
   join(room: string, options?: JoinOptions): Promise<HeartbeatResult>;
   /** Leaves a room: it stops hearing it, and its connection is removed. False if not in it. */
@@ -225,6 +226,8 @@ class Now<F> implements Turn {
   async join(room: string, options: JoinOptions = {}): Promise<HeartbeatResult> {
     const { state, capacity, types, ref, admit, retry = false } = options;
     const { connection, host } = this;
+    // A join that comes after the close (it waited for something) joins nothing.
+    if (connection.closed) return { joined: false, full: false, event: null };
     const isNew = !connection.has(room);
     if (isNew && admit) await admit();
     const follower = connection.follower;

@@ -36,14 +36,15 @@ interface Check {
   run(sources: string[]): Promise<void>;
 }
 
-/** A TypeScript example that runs to its end and prints `expected`. */
-const prints = (title: string, expected: string): Check => ({
+/** A TypeScript example that runs to its end and prints `expected` (or a line matching it). */
+const prints = (title: string, expected: string | RegExp): Check => ({
   title,
   blocks: ["ts"],
   run: async ([source]) => {
     const { code, stdout, stderr } = await runToEnd(source!);
     expect(code, stderr).to.equal(0);
-    expect(stdout.trim()).to.equal(expected);
+    if (typeof expected === "string") expect(stdout.trim()).to.equal(expected);
+    else expect(stdout.trim()).to.match(expected);
     expect(stderr).to.equal("");
     await expectOwnPrefix();
   },
@@ -102,6 +103,8 @@ const DOCS: [string, Check[]][] = [
       },
       installs("the Hocuspocus install lines"),
       { title: "the Hocuspocus server, with a provider", blocks: ["ts"], run: hocuspocus },
+      installs("the Fastify install lines"),
+      prints("the Fastify route", /^presence at ws:\/\/127\.0\.0\.1:\d+\/presence$/),
     ],
   ],
   [

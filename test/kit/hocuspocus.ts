@@ -1,8 +1,6 @@
 // Hocuspocus instances for the tests of rollcall/hocuspocus: a Server with
 // @hocuspocus/extension-redis and the presence extension, in the test's process or in a process of
 // its own (./hocuspocusServer.ts, to SIGKILL), and providers over `ws`.
-import { spawn, type ChildProcess } from "node:child_process";
-import { fileURLToPath } from "node:url";
 import { Redis as RedisExtension } from "@hocuspocus/extension-redis";
 import { HocuspocusProvider, HocuspocusProviderWebsocket } from "@hocuspocus/provider";
 import { Server } from "@hocuspocus/server";
@@ -12,6 +10,7 @@ import * as Y from "yjs";
 import { HocuspocusPresence, type HocuspocusPresenceOptions } from "../../src/hocuspocus/index.js";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
+import { spawnServer, type ServerProcess } from "./serverProcess.js";
 
 /** The recommended settings of docs/integrations.md: a 10 s presence window and a 2 s grace. */
 export const ENGINE: RollcallOptions = {
@@ -77,39 +76,14 @@ export async function startInstance(
   };
 }
 
-const SERVER = fileURLToPath(new URL("./hocuspocusServer.ts", import.meta.url));
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+const SERVER = new URL("./hocuspocusServer.ts", import.meta.url).href;
 
-export interface InstanceProcess {
-  readonly url: string;
-  readonly child: ChildProcess;
-  readonly exited: Promise<void>;
-  stop(): Promise<void>;
-}
+export type InstanceProcess = ServerProcess & { readonly url: string };
 
-/** The same, in a process of its own (Node loads tsx itself: a SIGKILL hits the server). */
+/** The same, in a process of its own. */
 export async function spawnInstance(redisUrl: string): Promise<InstanceProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", SERVER], {
-    cwd: ROOT,
-    env: { ...process.env, REDIS_URL: redisUrl },
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const port = await new Promise<number>((resolve, reject) => {
-    void exited.then(() => reject(new Error("the Hocuspocus process exited before listening")));
-    child.on("message", (message: { port?: number }) => {
-      if (typeof message.port === "number") resolve(message.port);
-    });
-  });
-  return {
-    url: `ws://127.0.0.1:${port}`,
-    child,
-    exited,
-    async stop() {
-      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM");
-      await exited;
-    },
-  };
+  const server = await spawnServer(SERVER, { REDIS_URL: redisUrl });
+  return { ...server, url: `ws://127.0.0.1:${server.port}` };
 }
 
 /**

@@ -1,10 +1,8 @@
 // Socket.IO servers with rollcall presence, as an application runs them (an http.Server, the
 // Redis adapter when asked, a middleware naming the user), and socket.io-client sockets.
 import { createAdapter } from "@socket.io/redis-adapter";
-import { spawn, type ChildProcess } from "node:child_process";
 import { createServer, type Server as HttpServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { fileURLToPath } from "node:url";
 import { Cluster, Redis, type RedisOptions } from "ioredis";
 import { Server, type ServerOptions } from "socket.io";
 import { io as ioClient, type Socket as ClientSocket } from "socket.io-client";
@@ -12,6 +10,7 @@ import { Rollcall, type RollcallOptions } from "../../src/index.js";
 import { SocketIoPresence, type SocketIoPresenceOptions } from "../../src/socketio/index.js";
 import type { PresenceEvent } from "../../src/protocol/events.js";
 import type { ReplicaRoster } from "../../src/protocol/replica.js";
+import { spawnServer, type ServerProcess } from "./serverProcess.js";
 
 /** The windows the docs recommend for the integrations. */
 export const RECOMMENDED = {
@@ -153,31 +152,12 @@ export function heard(client: IoClient, room: string): string[] {
 }
 
 /** An instance as a process of its own (./socketioServer.ts), to SIGKILL. */
-export interface IoProcess {
-  readonly url: string;
-  readonly child: ChildProcess;
-  kill(): Promise<void>;
-}
+export type IoProcess = ServerProcess & { readonly url: string };
 
-const SERVER = fileURLToPath(new URL("./socketioServer.ts", import.meta.url));
+const SERVER = new URL("./socketioServer.ts", import.meta.url).href;
 
 /** Starts `server` (by default ./socketioServer.ts), which reads its config from ROLLCALL_IO. */
 export async function spawnIo(config: IoConfig, server = SERVER): Promise<IoProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", server], {
-    env: { ...process.env, ROLLCALL_IO: JSON.stringify(config) },
-    stdio: ["ignore", "inherit", "inherit", "ipc"],
-  });
-  const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
-  const port = await new Promise<number>((resolve, reject) => {
-    child.once("message", (message: { port: number }) => resolve(message.port));
-    void exited.then(() => reject(new Error("the Socket.IO server process exited")));
-  });
-  return {
-    url: `http://127.0.0.1:${port}`,
-    child,
-    kill: async () => {
-      child.kill("SIGKILL");
-      await exited;
-    },
-  };
+  const started = await spawnServer(server, { ROLLCALL_IO: JSON.stringify(config) });
+  return { ...started, url: `http://127.0.0.1:${started.port}` };
 }

@@ -100,6 +100,14 @@ const CONSUMERS: Consumer[] = [
     without: ["jose", "@hocuspocus/provider"],
     foreign: ["@hocuspocus/server", "@hocuspocus/common", "yjs"],
   },
+  {
+    // Presence on a Fastify route: fastify and @fastify/websocket, whose declarations need ws's.
+    name: "fastify",
+    packages: [...SERVER, "fastify", "@fastify/websocket", "@types/ws"],
+    entries: ["./fastify"],
+    programs: [{ files: ["fastify.ts"], node: true }],
+    without: ["jose", "socket.io", "@hocuspocus/server"],
+  },
 ];
 
 /** A package at the version this checkout's node_modules holds: what the tests ran against. */

@@ -6,7 +6,7 @@ import { writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
-import { descriptorBudget, frameSizes, DEFAULT_LIMITS } from "../../src/gateway/limits.js";
+import { descriptorBudget, frameSizes, DEFAULT_LIMITS } from "../../src/runtime/limits.js";
 import { Lobby } from "../../src/gateway/lobby.js";
 import { ipv6Network } from "../../src/gateway/upgrade.js";
 import { checkId, strictIdProblem } from "../../src/protocol/ids.js";
