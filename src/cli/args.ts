@@ -13,6 +13,10 @@ Commands:
   watch ROOM            a live tail of the room's events, each with the roster after it (Ctrl-C ends)
   stats [--json]        rooms, users, connections, typing, due backlog and sweeper lag per bucket
   sweep                 one sweeper pass: expires and announces everything overdue
+  settings [--json]     the settings stored in <prefix>:deployment, and whether the deployment is
+                        in use (a room, a connection or an overdue room counted in its buckets)
+  settings --delete     deletes them, unless the deployment is in use: the next instance to start
+                        stores its own
   check [SETTINGS] [--reconcile]
                         compares settings with the deployment's, storing nothing; SETTINGS are
                         --presence-window-ms N --typing-window-ms N --buckets N --key-ttl-ms N
@@ -21,14 +25,16 @@ Commands:
                         or data was lost) and prints the counts before and after
 
 Options:
-  --redis URL           a single Redis (default: $REDIS_URL, else redis://127.0.0.1:6379)
+  --redis URL           a single Redis, redis:// or rediss:// (default: $REDIS_URL, else
+                        redis://127.0.0.1:6379)
   --cluster NODES       a Redis Cluster instead, by some of its nodes: host:port,host:port
   --prefix P            the deployment's prefix (default: rollcall)
   -h, --help            this text
   -v, --version         the version
 
-Exit status: 0 done (check: the settings agree, or none are stored yet); 1 a failure, or check
-found a difference; 2 a usage error, or no deployment stored under the prefix.
+Exit status: 0 done (check: the settings agree, or none are stored yet); 1 a failure, check
+found a difference, or settings --delete found the deployment in use; 2 a usage error, or no
+deployment stored under the prefix.
 Times and ages are Redis's (TIME), never this machine's; watch prints them in UTC.
 `;
 
@@ -55,6 +61,7 @@ const COMMANDS = {
   watch: { args: ["ROOM"], options: [] },
   stats: { args: [], options: ["json"] },
   sweep: { args: [], options: [] },
+  settings: { args: [], options: ["json", "delete"] },
   check: { args: [], options: [...Object.keys(CHECKED), "reconcile"] },
 } as const satisfies Record<string, { args: readonly string[]; options: readonly string[] }>;
 
@@ -66,6 +73,7 @@ const OPTIONS = {
   ...GLOBAL,
   json: { type: "boolean" },
   reconcile: { type: "boolean" },
+  delete: { type: "boolean" },
   "presence-window-ms": { type: "string" },
   "typing-window-ms": { type: "string" },
   buckets: { type: "string" },
@@ -90,6 +98,8 @@ export interface Command {
   readonly json: boolean;
   /** check: count every room anew after the comparison. */
   readonly reconcile: boolean;
+  /** settings: delete them (--delete). */
+  readonly remove: boolean;
   /** check's settings, by RollcallOptions name. */
   readonly settings: Partial<Record<(typeof CHECKED)[keyof typeof CHECKED], number>>;
   readonly target: Target;
@@ -148,6 +158,7 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
     args,
     json: values.json === true,
     reconcile: values.reconcile === true,
+    remove: values.delete === true,
     settings,
     target: target(values),
   };
@@ -159,7 +170,13 @@ function target(values: { redis?: string; cluster?: string; prefix?: string }): 
   }
   const prefix = checkedPrefix(values.prefix ?? "rollcall");
   if (values.cluster === undefined) {
-    return { url: values.redis ?? process.env.REDIS_URL ?? "redis://127.0.0.1:6379", prefix };
+    const url =
+      values.redis !== undefined
+        ? redisUrl(values.redis, "--redis")
+        : process.env.REDIS_URL
+          ? redisUrl(process.env.REDIS_URL, "REDIS_URL")
+          : "redis://127.0.0.1:6379";
+    return { url, prefix };
   }
   const nodes = values.cluster.split(",").map((node) => {
     const at = node.lastIndexOf(":");
@@ -170,6 +187,20 @@ function target(values: { redis?: string; cluster?: string; prefix?: string }): 
     return { host, port: Number(port) };
   });
   return { nodes, prefix };
+}
+
+/** A URL ioredis connects to as a Redis URL: anything else it would take for a socket path. */
+function redisUrl(url: string, from: string): string {
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(url).protocol;
+  } catch {
+    // not a URL at all
+  }
+  if (protocol !== "redis:" && protocol !== "rediss:") {
+    throw badValue(`${from} takes a redis:// or rediss:// URL, got ${JSON.stringify(url)}`);
+  }
+  return url;
 }
 
 /** The library's own rule for prefixes, so that a typo is a usage error, not an empty result. */

@@ -101,12 +101,7 @@ export async function deploymentRollcall(
 ): Promise<Rollcall> {
   const stored = await storedSettings(client, prefix);
   const key = deploymentKey(prefix);
-  if (stored.length === 0) {
-    throw new CliError(
-      2,
-      `no deployment here: ${key} is empty (no rollcall instance has run with prefix ${prefix}; see --prefix, --redis, --cluster)`,
-    );
-  }
+  if (stored.length === 0) throw noDeployment(prefix);
   const shared = new Set(deploymentFields(resolveSettings()).filter((_, i) => i % 2 === 0));
   shared.delete("layout");
   const settings: Record<string, number> = {};
@@ -122,6 +117,14 @@ export async function deploymentRollcall(
   }
   await rollcall.ready(); // also compares the layout version this CLI was built for
   return rollcall;
+}
+
+/** Nothing is stored under the prefix: a usage error (exit 2), most likely the wrong place. */
+export function noDeployment(prefix: string): CliError {
+  return new CliError(
+    2,
+    `no deployment here: ${deploymentKey(prefix)} is empty (no rollcall instance has run with prefix ${prefix}; see --prefix, --redis, --cluster)`,
+  );
 }
 
 /** Connects, runs, and always disconnects. */

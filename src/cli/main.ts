@@ -4,16 +4,18 @@ import { InvalidInputError } from "../protocol/errors.js";
 import { parseCommandLine, USAGE, type Command, type CommandName } from "./args.js";
 import { check } from "./commands/check.js";
 import { roster } from "./commands/roster.js";
+import { settings } from "./commands/settings.js";
 import { stats } from "./commands/stats.js";
 import { sweep } from "./commands/sweep.js";
 import { watch } from "./commands/watch.js";
-import { CliError } from "./errors.js";
+import { CliError, problem } from "./errors.js";
 
 const COMMANDS: Record<CommandName, (command: Command) => Promise<number>> = {
   roster,
   watch,
   stats,
   sweep,
+  settings,
   check,
 };
 
@@ -34,13 +36,14 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 /**
- * One line on stderr, never a stack trace. 2 for usage errors (and input the library refuses,
- * such as a malformed room id), 1 for failures: Redis unreachable, a call that failed.
+ * One line on stderr (and a pointer to --help after a usage error), never a stack trace. 2 for
+ * usage errors (and input the library refuses, such as a malformed room id), 1 for failures:
+ * Redis unreachable, a call that failed.
  */
 function fail(error: unknown): number {
-  process.stderr.write(`rollcall: ${error instanceof Error ? error.message : String(error)}\n`);
+  process.stderr.write(`rollcall: ${problem(error)}\n`);
   if (error instanceof CliError) {
-    if (error.showUsage) process.stderr.write(`\n${USAGE}`);
+    if (error.usage) process.stderr.write("Run rollcall --help for the usage.\n");
     return error.exitCode;
   }
   return error instanceof InvalidInputError ? 2 : 1;

@@ -12,7 +12,13 @@ import { Rollcall } from "../engine/rollcall.js";
 import type { PresenceEvent } from "../protocol/events.js";
 import { Subscriber } from "../runtime/subscriber.js";
 import { startEmbeddedRedis, type EmbeddedRedis } from "../embedded.js";
-import { engineOptions, spawnGateway, windowsFrom, type GatewayProcess } from "./instances.js";
+import {
+  DEMO_PREFIX,
+  engineOptions,
+  spawnGateway,
+  windowsFrom,
+  type GatewayProcess,
+} from "./instances.js";
 
 const ROOM = "lobby";
 const PORTS = [8081, 8082];
@@ -178,6 +184,7 @@ async function main(): Promise<number> {
       `Try kill -9 ${west!.child.pid} (the gateway on :${west!.port}):\n` +
       `  its users are announced by the other instance's Sweeper.\n` +
       `  metrics (OpenTelemetry, Prometheus format): ${east!.url}metrics and ${west!.url}metrics\n` +
+      `  its deployment from the command line: node dist/cli/main.js --redis ${url} --prefix ${DEMO_PREFIX} watch ${ROOM}\n` +
       `  Ctrl-C stops the demo.\n`,
   );
   let stopping = false;

@@ -52,9 +52,13 @@ export function windowsEnv(windows: Windows): Record<string, string> {
   return env;
 }
 
+/** The demo's own deployment, so that its short windows never meet another's on a shared Redis. */
+export const DEMO_PREFIX = "rollcall-demo";
+
 /** What every instance on the same Redis must agree on (the deployment's settings). */
 export function engineOptions(windows: Windows): RollcallOptions {
   return {
+    prefix: DEMO_PREFIX,
     presenceWindowMs: windows.presenceWindowMs,
     typingWindowMs: windows.typingWindowMs,
     keyTtlMs: Math.max(60_000, 3 * windows.presenceWindowMs),

@@ -16,3 +16,16 @@ export async function storedSettings(client: Client, prefix: string): Promise<st
     throw new RedisCallError(`read of ${key}`, error);
   }
 }
+
+/**
+ * Deletes the settings a deployment stored, so that the next instance to start stores its own;
+ * false when there were none. Whether instances still run on them is the caller's to check.
+ */
+export async function deleteSettings(client: Client, prefix: string): Promise<boolean> {
+  const key = deploymentKey(prefix);
+  try {
+    return (await client.unlink(key)) === 1;
+  } catch (error) {
+    throw new RedisCallError(`delete of ${key}`, error);
+  }
+}

@@ -2,13 +2,14 @@ import { EventEmitter } from "node:events";
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import type { Duplex } from "node:stream";
-import { WebSocketServer, type WebSocket } from "ws";
+import type { WebSocket, WebSocketServer } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
 import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
 import { reportError } from "../runtime/background.js";
 import { callHook, HookError } from "../runtime/hooks.js";
 import { Host } from "../runtime/host.js";
 import { Expiries } from "../runtime/expiries.js";
+import { requirePeer } from "../runtime/peer.js";
 import {
   AuthError,
   checkIdentity,
@@ -26,6 +27,8 @@ import { Admission, answer, ignore, type Admitted } from "./upgrade.js";
 
 export type { GatewayOptions } from "./options.js";
 
+// ws, an optional peer, through require(): missing, the import of rollcall/gateway says so.
+const ws = requirePeer<typeof import("ws")>("ws", "rollcall/gateway");
 /** Connections waiting to be accepted, at most (Linux caps it at net.core.somaxconn). */
 const ACCEPT_BACKLOG = 65_535;
 
@@ -124,7 +127,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
         this.kept(await this.reauthenticate(token, current)),
       report: (error) => this.report(error),
     };
-    this.wss = new WebSocketServer({
+    this.wss = new ws.WebSocketServer({
       noServer: true,
       clientTracking: false,
       // A refresh may be the longest frame: any other past `frames.frame` is closed with 1009.

@@ -2,6 +2,7 @@ import { webcrypto } from "node:crypto";
 import type { JSONWebKeySet, JWTPayload } from "jose";
 import { describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { AuthError, type Identity } from "../runtime/identity.js";
+import { importPeer } from "../runtime/peer.js";
 import type { JwtOptions } from "./auth.js";
 
 /** Verifies a token and returns its identity, or throws an AuthError. */
@@ -82,7 +83,11 @@ interface JsonWebKeySetLike {
  * the signature and `exp`/`nbf`; an unsigned token (`alg: none`) never verifies.
  */
 export async function jwtVerifier(options: CheckedJwtOptions): Promise<Verify> {
-  const { createLocalJWKSet, errors, jwtVerify } = await import("jose");
+  const { createLocalJWKSet, errors, jwtVerify } = await importPeer(
+    () => import("jose"),
+    "jose",
+    "rollcall/gateway's jwt option",
+  );
   const { secret, jwks, issuer, audience, clockToleranceMs, allowNoExpiry } = options;
   const key =
     secret !== undefined

@@ -17,23 +17,38 @@ function isPlainObject(value: object): boolean {
   return proto === Object.prototype || proto === null;
 }
 
+/** Where a value sits in a state, for messages: `status`, `devices[2].name`. */
+function at(path: string, key: string | number): string {
+  if (typeof key === "number") return `${path}[${key}]`;
+  const name = /^[A-Za-z_$][\w$]*$/.test(key) ? key : JSON.stringify(key);
+  return path === "" ? name : /^[A-Za-z_$]/.test(name) ? `${path}.${name}` : `${path}[${name}]`;
+}
+
+/** What a value JSON cannot carry is, in words: `undefined`, `a function`, `a Date`. */
+function kind(value: unknown): string {
+  if (value === undefined) return "undefined";
+  const type =
+    typeof value === "object" ? ((value as object).constructor?.name ?? "object") : typeof value;
+  return `${/^[aeiou]/i.test(type) ? "an" : "a"} ${type}`;
+}
+
 // JSON with sorted keys, so that equal states are equal strings and a heartbeat that repeats the
-// state publishes nothing.
-function canonical(value: unknown, depth: number): string {
-  if (depth > MAX_DEPTH) invalid(`nests deeper than ${MAX_DEPTH} levels`);
+// state publishes nothing. `path` names the value in messages.
+function canonical(value: unknown, depth: number, path: string): string {
+  if (depth > MAX_DEPTH) invalid(`nests deeper than ${MAX_DEPTH} levels, at ${path}`);
   if (value === null || typeof value === "boolean" || typeof value === "string") {
     return JSON.stringify(value);
   }
   if (typeof value === "number") {
-    if (!Number.isFinite(value)) invalid(`holds a non-finite number`);
+    if (!Number.isFinite(value)) invalid(`field ${path} is ${value}, which JSON cannot carry`);
     return JSON.stringify(value);
   }
   if (Array.isArray(value)) {
     const items: string[] = [];
     // A plain loop: map() would skip the holes of a sparse array and write `[1,,3]`.
     for (let i = 0; i < value.length; i++) {
-      if (!(i in value)) invalid("holds a sparse array");
-      items.push(canonical(value[i], depth + 1));
+      if (!(i in value)) invalid(`field ${path} is a sparse array (${at(path, i)} is a hole)`);
+      items.push(canonical(value[i], depth + 1, at(path, i)));
     }
     return `[${items.join(",")}]`;
   }
@@ -42,11 +57,11 @@ function canonical(value: unknown, depth: number): string {
       .sort()
       .map(
         (k) =>
-          `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], depth + 1)}`,
+          `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k], depth + 1, at(path, k))}`,
       );
     return `{${entries.join(",")}}`;
   }
-  return invalid(`holds a ${typeof value}, which JSON cannot carry`);
+  return invalid(`field ${path} is ${kind(value)}, which JSON cannot carry`);
 }
 
 /**
@@ -94,7 +109,7 @@ export function encodeState(state: unknown, maxBytes: number): string {
     if (least > maxBytes) {
       invalid(`is more than ${maxBytes} bytes of JSON, the most allowed (at least ${least})`);
     }
-    json = canonical(state, 0);
+    json = canonical(state, 0, "");
   } catch (error) {
     // A getter or a proxy trap that throws: bad input like any other, never a raw error.
     if (error instanceof InvalidInputError) throw error;

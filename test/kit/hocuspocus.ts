@@ -45,7 +45,6 @@ export async function startInstance(
   redisUrl: string,
   options: { presence?: HocuspocusPresenceOptions; redis?: RedisOptions; relay?: boolean } = {},
 ): Promise<Instance> {
-  const { hostname, port } = new URL(redisUrl);
   const redis = new Redis(redisUrl, options.redis ?? {});
   redis.on("error", () => undefined);
   const rollcall = new Rollcall(redis, ENGINE);
@@ -59,10 +58,7 @@ export async function startInstance(
     address: "127.0.0.1",
     quiet: true,
     stopOnSignals: false,
-    extensions: [
-      ...(options.relay === false ? [] : [new RedisExtension({ host: hostname, port: +port })]),
-      presence,
-    ],
+    extensions: [...(options.relay === false ? [] : [new RedisExtension({ redis })]), presence],
     onAuthenticate: ({ token }) => Promise.resolve({ user: { id: token } }),
   });
   await server.listen();

@@ -15,14 +15,16 @@ export interface ServerProcess {
 }
 
 /**
- * Starts a server module with `env` (its settings), through tsx loaded by Node itself (a signal
- * hits the server, not a wrapper); resolves once it says its port over IPC.
+ * Starts a server module (a file URL, or a path as the bench gives it) with `env` (its settings),
+ * through tsx loaded by Node itself (a signal hits the server, not a wrapper); resolves once it
+ * says its port over IPC.
  */
 export async function spawnServer(
   module: string,
   env: Record<string, string>,
 ): Promise<ServerProcess> {
-  const child = spawn(process.execPath, ["--import", "tsx", fileURLToPath(module)], {
+  const file = module.startsWith("file:") ? fileURLToPath(module) : module;
+  const child = spawn(process.execPath, ["--import", "tsx", file], {
     cwd: ROOT,
     env: { ...process.env, ...env },
     stdio: ["ignore", "inherit", "inherit", "ipc"],

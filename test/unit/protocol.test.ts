@@ -83,6 +83,32 @@ describe("member state", () => {
     );
     for (const state of bad) expect(codeOf(() => encodeState(state, 64))).to.equal("INVALID_STATE");
   });
+
+  it("names the field JSON cannot carry, and what it holds", () => {
+    const messages = [
+      { status: undefined },
+      { a: { "b c": [1, () => 1] } },
+      { n: NaN },
+      { tags: [1, , 3] }, // eslint-disable-line no-sparse-arrays -- the hole is the point
+      { at: new Date(0) },
+      { big: 1n },
+    ].map((state) => {
+      try {
+        encodeState(state, 1_000);
+      } catch (error) {
+        return (error as Error).message;
+      }
+      return "accepted";
+    });
+    expect(messages).to.deep.equal([
+      "member state field status is undefined, which JSON cannot carry",
+      'member state field a["b c"][1] is a function, which JSON cannot carry',
+      "member state field n is NaN, which JSON cannot carry",
+      "member state field tags is a sparse array (tags[1] is a hole)",
+      "member state field at is a Date, which JSON cannot carry",
+      "member state field big is a bigint, which JSON cannot carry",
+    ]);
+  });
 });
 
 /** An event of schema version 2, as the tests below vary it. */

@@ -1,8 +1,10 @@
+import { RollcallError } from "../../protocol/errors.js";
 import type { RosterChange } from "../../protocol/replica.js";
 import { Subscriber } from "../../runtime/subscriber.js";
 import type { RoomWatch, SyncReason } from "../../runtime/watch.js";
 import type { Command } from "../args.js";
 import { deploymentRollcall, targetName, withClient } from "../connect.js";
+import { problem } from "../errors.js";
 import { compactJson, paint, print, summary } from "../format.js";
 
 const COLOURS = {
@@ -22,13 +24,23 @@ export async function watch({ args: [room = ""], target }: Command): Promise<num
     target,
     async (client) => {
       const subscriber = new Subscriber(await deploymentRollcall(client, target.prefix));
-      subscriber.on("error", (error) => process.stderr.write(`rollcall: ${error.message}\n`));
+      // An outage fails every retry alike: each failure is said once, until the watch is back.
+      let said = "";
+      subscriber.on("error", (error) => {
+        const retrying = error instanceof RollcallError && error.code === "REDIS_UNAVAILABLE";
+        const text = `${problem(error)}${retrying ? " (retrying)" : ""}`;
+        if (text !== said) process.stderr.write(`rollcall: ${text}\n`);
+        said = text;
+      });
       try {
         const roomWatch = await subscriber.watch(room);
         // Listeners go on before anything else can arrive: the snapshot's own changes came
         // before watch() resolved, and it is printed whole instead.
         roomWatch.on("change", (change) => print(line(change, roomWatch)));
-        roomWatch.on("sync", (reason) => resynced(reason, roomWatch));
+        roomWatch.on("sync", (reason) => {
+          said = "";
+          resynced(reason, roomWatch);
+        });
         const r = roomWatch.roster;
         print(paint("bold", `watching ${room} on ${targetName(target)}`));
         print(`${stamp(null)}  ${paint("dim", `epoch ${r.epoch}, seq ${r.seq}`)}  ${summary(r)}`);

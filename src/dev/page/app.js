@@ -83,6 +83,19 @@ function render(room, me) {
           : `${others.length} people are typing…`;
 }
 
+let staleSince = null;
+
+/** Shows the roster as out of date while the page is away from its gateway, or as live again. */
+function showStale(stale) {
+  if (stale && staleSince === null) staleSince = new Date();
+  if (!stale) staleSince = null;
+  $("present").classList.toggle("stale", stale);
+  $("stale").hidden = !stale;
+  $("stale").textContent = stale
+    ? `Reconnecting: as of ${staleSince.toLocaleTimeString()}, this may be out of date.`
+    : "";
+}
+
 /** The status a member chose, kept across reloads: the rejoin then says what the room knows. */
 function savedStatus(user) {
   const key = `rollcall-demo:${roomId}:${user}:status`;
@@ -113,6 +126,7 @@ async function start(user) {
   client.on("status", (status) => {
     showStatus(status);
     log(`connection ${status}`);
+    if (status !== "open") showStale(true);
   });
   client.on("error", (error) => log(`error: ${error.message}`));
   // A closed tab closes its socket anyway; saying so at once spares the gateway a wait.
@@ -128,7 +142,11 @@ async function start(user) {
     if (text) log(text);
     render(room, user);
   });
-  room.on("sync", () => render(room, user));
+  // A snapshot on an open socket: the roster is live again.
+  room.on("sync", () => {
+    if (client.status === "open") showStale(false);
+    render(room, user);
+  });
   room.on("error", (error) => log(`the room refused you: ${error.message}`));
 
   $("state").addEventListener("change", () => {
