@@ -20,7 +20,7 @@ import {
 import { CLOSE, Session, SESSION_SINK, type SessionHost } from "../runtime/session.js";
 import { bearerToken, refreshRequest, targetOf } from "./auth.js";
 import { jwtVerifier, type Verify } from "./jwt.js";
-import { frameSizes, type Limits } from "../runtime/limits.js";
+import { frameSizes, tokenTooLong, type Limits } from "../runtime/limits.js";
 import { Lobby } from "./lobby.js";
 import { checkGatewayOptions, type GatewayConfig, type GatewayOptions } from "./options.js";
 import { Admission, answer, ignore, type Admitted } from "./upgrade.js";
@@ -303,7 +303,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** A refresh frame's token, through the JWT verifier or the `authenticate` hook. */
   private async reauthenticate(token: string, current: Identity): Promise<Identity> {
     try {
-      if (token.length > this.limits.maxTokenBytes) {
+      if (tokenTooLong(token, this.limits)) {
         throw new AuthError(401, "invalid-token", `longer than ${this.limits.maxTokenBytes} bytes`);
       }
       const verify = this.verify && (await this.verify);

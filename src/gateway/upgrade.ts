@@ -9,7 +9,7 @@ import { callHook, callNow, HookError, isBoolean } from "../runtime/hooks.js";
 import { Budgets, Tally, type RateLimit } from "../runtime/rateLimit.js";
 import { AuthError, checkIdentity, isIdentityOrNull, type Identity } from "../runtime/identity.js";
 import { bearerToken } from "./auth.js";
-import type { Limits } from "../runtime/limits.js";
+import { tokenTooLong, type Limits } from "../runtime/limits.js";
 
 /** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
 export type Origins = readonly string[] | ((origin: string, request: IncomingMessage) => boolean);
@@ -118,7 +118,7 @@ export class Admission {
       if (!this.allows(origin, request)) return refuse("origin", 403, "origin not allowed");
     }
     const token = bearerToken(request);
-    if (token !== undefined && token.length > limits.maxTokenBytes) {
+    if (token !== undefined && tokenTooLong(token, limits)) {
       return refuse(
         "invalid-token",
         401,

@@ -153,6 +153,34 @@ export function parseClientFrame(text: string, version: 1 | 2 = 2): ClientFrame 
   return value as ClientFrame;
 }
 
+/**
+ * Whether a frame's bytes may be a refresh frame, told without parsing them: one flat object of
+ * at most as many members as a refresh has (`type`, `token`, `ref`), nothing nested in it. Only
+ * such a frame is parsed past the frame limit (a refresh may be longer than any other frame), so
+ * a huge state costs a scan that stops at its first nested brace, never a parse.
+ */
+export function mayBeRefresh(bytes: Uint8Array): boolean {
+  const members = FIELDS.refresh.length;
+  let inString = false;
+  let colons = 0;
+  let braces = 0;
+  for (let i = 0; i < bytes.length; i++) {
+    const byte = bytes[i]!;
+    if (inString) {
+      // A backslash escapes the next byte (a quote among them); a quote ends the string. Bytes of
+      // multi-byte UTF-8 characters are all above 0x7f: none is taken for either.
+      if (byte === 0x5c) i++;
+      else if (byte === 0x22) inString = false;
+    } else if (byte === 0x22) inString = true;
+    else if (byte === 0x3a) {
+      if (++colons > members) return false;
+    } else if (byte === 0x7b) {
+      if (++braces > 1) return false;
+    } else if (byte === 0x5b) return false;
+  }
+  return true;
+}
+
 /** Reads one server frame (the client's side); anything else is an error. */
 export function parseServerFrame(text: string): ServerFrame {
   const value: unknown = JSON.parse(text);

@@ -3,10 +3,11 @@ import { integer, knownKeys } from "../protocol/options.js";
 
 export interface Limits {
   /** Largest frame accepted; a bigger one closes the socket with 1009. Default 4 KiB. A refresh
-   * frame may be as long as its token allows (`maxTokenBytes`). */
+   * frame may be as long as its token allows (6 × `maxTokenBytes` + 4 KiB: escaped, at worst). */
   maxFrameBytes: number;
-  /** Longest bearer token, at the upgrade and in a refresh frame alike; a longer one is refused
-   * (401 invalid-token, or INVALID_TOKEN). Default 8 KiB, the header line most proxies pass. */
+  /** Longest bearer token in UTF-8 bytes, at the upgrade and in a refresh frame alike; a longer
+   * one is refused (401 invalid-token, or INVALID_TOKEN). Default 8 KiB, the header line most
+   * proxies pass. */
   maxTokenBytes: number;
   /** Rooms one socket may be in at once. Default 50. */
   maxRoomsPerSocket: number;
@@ -95,15 +96,29 @@ export function checkLimits(limits: Partial<Limits> | undefined): Limits {
  * (each character escaped), the event types. */
 const ENVELOPE_BYTES = 4_096;
 
+/** The most bytes JSON text can take for one byte of UTF-8: an ASCII character as `\u0041`. */
+const ESCAPED_BYTES = 6;
+
 /**
  * The longest frames a gateway reads: `frame` for any frame, `refresh` for a refresh frame (its
  * token may be longer). No frame longer than a state within `maxStateBytes` can be, even with
- * every character escaped (6 bytes each), is valid, whatever `maxFrameBytes` allows: it is closed
- * with 1009 unread.
+ * every byte escaped (6 bytes each), is valid, whatever `maxFrameBytes` allows: it is closed
+ * with 1009 before it is parsed. A refresh frame may carry any token of `maxTokenBytes`, escaped
+ * as its client likes (6 bytes a byte, at most).
  */
 export function frameSizes(limits: Limits, maxStateBytes: number): FrameSizes {
-  const frame = Math.min(limits.maxFrameBytes, 6 * maxStateBytes + ENVELOPE_BYTES);
-  return { frame, refresh: Math.max(frame, limits.maxTokenBytes + ENVELOPE_BYTES) };
+  const frame = Math.min(limits.maxFrameBytes, ESCAPED_BYTES * maxStateBytes + ENVELOPE_BYTES);
+  return {
+    frame,
+    refresh: Math.max(frame, ESCAPED_BYTES * limits.maxTokenBytes + ENVELOPE_BYTES),
+  };
+}
+
+/** Whether a token is longer than `maxTokenBytes`, in UTF-8 bytes (the upgrade's and a refresh's
+ * measure alike: the same token counts the same at both). */
+export function tokenTooLong(token: string, { maxTokenBytes }: Pick<Limits, "maxTokenBytes">) {
+  // No string is shorter in UTF-8 bytes than in UTF-16 units: a long one is not even encoded.
+  return token.length > maxTokenBytes || Buffer.byteLength(token, "utf8") > maxTokenBytes;
 }
 
 export interface FrameSizes {

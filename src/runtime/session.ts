@@ -2,6 +2,7 @@ import type { WebSocket } from "ws";
 import type { EventType } from "../protocol/events.js";
 import {
   FrameError,
+  mayBeRefresh,
   parseClientFrame,
   SUBPROTOCOL_V2,
   type ClientFrame,
@@ -177,20 +178,21 @@ export class Session {
 
   receive(data: Buffer | ArrayBuffer | Buffer[], isBinary: boolean): void {
     if (this.closed || this.shutting) return;
+    // ws hands a text frame over as one Buffer (no fragments arrays without a custom binaryType).
+    const bytes = Buffer.isBuffer(data) ? data : undefined;
+    // ws takes frames as long as a refresh may be: any other is held to the frame limit, and one
+    // past it that cannot be a refresh is closed before it is parsed (a huge state costs no parse).
+    const long = (bytes?.length ?? 0) > this.gateway.frameBytes;
+    if (long && !mayBeRefresh(bytes!)) return this.shut(CLOSE.tooBig, "frame too big");
     let frame: ClientFrame | undefined;
     let refused: unknown;
     try {
       if (isBinary) throw new FrameError("BAD_FRAME", "frames are JSON text");
-      // ws hands a text frame over as one Buffer (no fragments arrays without a custom binaryType).
-      frame = parseClientFrame(Buffer.isBuffer(data) ? data.toString("utf8") : "", this.version);
+      frame = parseClientFrame(bytes ? bytes.toString("utf8") : "", this.version);
     } catch (error) {
       refused = error;
     }
-    // ws takes frames as long as a refresh may be: any other is held to the frame limit.
-    if ((data as Buffer).length > this.gateway.frameBytes && frame?.type !== "refresh") {
-      this.shut(CLOSE.tooBig, "frame too big");
-      return;
-    }
+    if (long && frame?.type !== "refresh") return this.shut(CLOSE.tooBig, "frame too big");
     if (!this.rate.take()) {
       // A flood gets one error, then the socket is closed if it goes on.
       this.strikes += 1;

@@ -2,6 +2,7 @@ import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT } from "jose";
 import WebSocket from "ws";
 import { AuthError, SUBPROTOCOL, type ServerFrame } from "../../src/gateway/index.js";
+import { checkLimits, frameSizes } from "../../src/runtime/limits.js";
 import { closeGateways, SECRET, startGateway, token } from "../kit/gateway.js";
 import { caughtUp, listen } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
@@ -170,6 +171,37 @@ describe("gateway security", () => {
     ann.send({ type: "join", room: "x".repeat(300) });
     await eventually(() => ann.closed() !== undefined);
     expect(ann.closed()).to.equal(1009);
+  });
+
+  it("refuses a 300,000-key state at raised limits with 1009 before parsing it", async () => {
+    const limits = { maxFrameBytes: 16_000_000, maxTokenBytes: 1_048_576 };
+    const { url, rollcall } = await startGateway({ limits });
+    const ann = await rawClient(url, "ann");
+    const wide = Object.fromEntries(Array.from({ length: 300_000 }, (_, i) => [`k${i}`, i]));
+    const frames = [
+      JSON.stringify({ type: "join", room: "doc", state: wide, ref: "j" }),
+      JSON.stringify({ type: "state", room: "doc", state: wide }),
+    ];
+    // Frames ws reads whole (a refresh may be that long), longer than any state frame may be.
+    const sizes = frameSizes(checkLimits(limits), rollcall.settings.maxStateBytes);
+    for (const text of frames) expect(text.length).to.be.within(sizes.frame, sizes.refresh);
+    // Every JSON.parse of the test process (the gateway's among them) is seen.
+    const parse = JSON.parse;
+    const parsed: number[] = [];
+    JSON.parse = (text: string, reviver?: Parameters<typeof parse>[1]): unknown => {
+      parsed.push(text.length);
+      return parse(text, reviver);
+    };
+    const peers = [ann, await rawClient(url, "bob")];
+    try {
+      frames.forEach((text, i) => peers[i]!.send(text));
+      await eventually(() => peers.every((peer) => peer.closed() !== undefined));
+    } finally {
+      JSON.parse = parse;
+    }
+    expect(peers.map((peer) => peer.closed())).to.deep.equal([1009, 1009]);
+    expect(parsed.filter((length) => length > sizes.frame)).to.deep.equal([]);
+    expect((await rollcall.roster("doc")).count).to.equal(0);
   });
 
   it("answers a flood with one error, then closes it with 1008; Redis sees at most the burst", async () => {

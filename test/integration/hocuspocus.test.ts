@@ -235,7 +235,7 @@ describe("rollcall/hocuspocus: bad input and outages", function () {
     expect(await instance.presence.count("doc-bad")).to.deep.include({ users: 0 });
   });
 
-  it("closes a connection whose identify hook hangs, rejects or whose room hook returns junk, and reports it", async () => {
+  it("closes a connection whose identify hook hangs, throws, rejects or returns junk, or whose room hook returns junk, and reports it", async () => {
     const unhandled = watchUnhandled();
     stops.push(() => Promise.resolve(unhandled.stop()));
     const instance = await startInstance(redisUrl(), {
@@ -246,6 +246,8 @@ describe("rollcall/hocuspocus: bad input and outages", function () {
           const user = (context as { user: { id: string } }).user.id;
           if (user === "hang") return new Promise<string>(() => undefined);
           if (user === "reject") return Promise.reject(new Error("no such user"));
+          if (user === "throw") throw new Error("identify threw");
+          if (user === "junk") return 7 as never;
           return user;
         },
         room: ((name: string) => (name === "doc-junk" ? 42 : name)) as never,
@@ -256,20 +258,24 @@ describe("rollcall/hocuspocus: bad input and outages", function () {
       ["doc-hang", "hang"],
       ["doc-reject", "reject"],
       ["doc-junk", "ann"],
+      ["doc-throw", "throw"],
+      ["doc-junkuser", "junk"],
     ]) {
       const p = provider(instance.url, doc!, user!);
       stops.push(() => Promise.resolve(p.destroy()));
     }
     const ok = provider(instance.url, "doc-ok", "bob");
     stops.push(() => Promise.resolve(ok.destroy()));
-    await eventually(() => instance.errors.length >= 3, 10_000, "three errors reported");
+    await eventually(() => instance.errors.length >= 5, 10_000, "five errors reported");
     expect(instance.errors.map((e) => e.message).sort()).to.deep.equal([
+      "identify threw",
       "no such user",
+      "the identify hook returned 7, not a user id",
       "the identify hook took longer than 200 ms",
       "the room hook returned 42, not a room id",
     ]);
     await eventually(async () => (await instance.presence.count("doc-ok")).users === 1);
-    for (const doc of ["doc-hang", "doc-reject"]) {
+    for (const doc of ["doc-hang", "doc-reject", "doc-throw", "doc-junkuser"]) {
       expect((await instance.presence.count(doc)).users).to.equal(0);
     }
     expect(unhandled.count()).to.equal(0);

@@ -4,7 +4,8 @@
 // and a user still gets in.
 import { expect } from "chai";
 import { SignJWT } from "jose";
-import { BEARER_PROTOCOL } from "../../src/gateway/index.js";
+import { BEARER_PROTOCOL, type ServerFrame } from "../../src/gateway/index.js";
+import { Rollcall } from "../../src/index.js";
 import { SECRET } from "../kit/gateway.js";
 import { client } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
@@ -187,41 +188,118 @@ describe("security: nothing from outside is fatal", function () {
       );
       await stillServes(gateway, "u.canary");
     });
+    it("turns a refresh hook's throw, rejection, junk or hang into INVALID_TOKEN; the socket keeps its expiry and its rooms", async () => {
+      const gateway = await startProcess({ mode: "hook", misbehave: true, authTimeoutMs: 200 });
+      const expires = Date.now() + 3_600_000;
+      const peer = await openPeer(gateway.url, `u.ann.${expires}`);
+      expect(await peer.next("welcome")).to.deep.include({ expiresAt: expires });
+      peer.send({ type: "join", room: "plain", ref: "j" });
+      await peer.next("snapshot", "j");
+      const kinds = ["throw", "reject", "junk", "junkstring", "junkobject", "junknull", "hang"];
+      await writesNothing(async () => {
+        for (const kind of kinds) {
+          peer.send({ type: "refresh", token: `hook-${kind}`, ref: kind });
+          const error = await peer.next("error", kind);
+          expect([kind, error.type === "error" && error.code]).to.deep.equal([
+            kind,
+            "INVALID_TOKEN",
+          ]);
+        }
+      });
+      const hang = peer.frames.find((f) => f.type === "error" && f.ref === "hang");
+      expect(hang).to.have.property("message").that.includes("it took too long");
+      // Still open, still in its room, still on its first token's expiry: a refresh that works
+      // gets one of its own.
+      expect(peer.closed()).to.equal(undefined);
+      expect(peer.frames.filter((f) => f.type === "refreshed")).to.deep.equal([]);
+      peer.send({ type: "typing", room: "plain", ref: "t" });
+      await peer.next("ack", "t");
+      peer.send({ type: "refresh", token: `u.ann.${expires + 1_000}`, ref: "ok" });
+      expect(await peer.next("refreshed", "ok")).to.deep.include({ expiresAt: expires + 1_000 });
+      // Every failure but the null (a plain refusal) is reported.
+      const { errors } = await gateway.stats();
+      expect(errors).to.deep.equal([
+        "Error: the hook threw",
+        "Error: the hook rejected",
+        "HookError: the authenticate hook returned 42, not an identity or null",
+        'HookError: the authenticate hook returned "yes", not an identity or null',
+        "InvalidInputError: user id must be a non-empty string",
+        "HookError: the authenticate hook took longer than 200 ms",
+      ]);
+      await stillServes(gateway, "u.canary");
+    });
+
+    it("leaves a room whose authorize hook throws, rejects, returns junk or hangs at a refresh", async () => {
+      const gateway = await startProcess({ mode: "hook", misbehave: true, authTimeoutMs: 200 });
+      // A token without expiry: `later-…` rooms let it in; the refreshed one (with an expiry) not.
+      const peer = await openPeer(gateway.url, "u.ann");
+      await peer.next("welcome");
+      const kinds = ["throw", "reject", "junk", "junkstring", "hang"];
+      const rooms = ["plain", ...kinds.map((kind) => `later-${kind}-1`)];
+      for (const room of rooms) {
+        peer.send({ type: "join", room, ref: room });
+        await peer.next("snapshot", room);
+      }
+      peer.send({ type: "refresh", token: `u.ann.${Date.now() + 3_600_000}`, ref: "r" });
+      await peer.next("refreshed", "r");
+      const left = peer.frames.flatMap((f) =>
+        f.type === "error" && f.ref === undefined ? [[f.code, f.room]] : [],
+      );
+      expect(left).to.deep.equal(kinds.map((kind) => ["FORBIDDEN", `later-${kind}-1`]));
+      // Left for good: Redis counts ann in the plain room only.
+      const rollcall = new Rollcall(client(), { leaveGraceMs: 0 });
+      for (const room of rooms) {
+        const { users } = await rollcall.count(room);
+        expect([room, users]).to.deep.equal([room, room === "plain" ? 1 : 0]);
+      }
+      expect(peer.closed()).to.equal(undefined);
+      const { errors } = await gateway.stats();
+      expect(errors.length).to.be.at.least(kinds.length);
+      await stillServes(gateway, "u.canary");
+    });
   });
 
   describe("a socket the gateway closed", () => {
     it("handles no frame after it closes it with 4001 or 4003, and cuts it within about a second", async () => {
-      const gateway = await startProcess({ fakeClock: true, pingMs: 600_000 });
+      // The process's clock and timers are fake (the cut's timeout among them): moved on at once.
+      const gateway = await startProcess({ fakeClock: true, fakeTimeouts: true, pingMs: 600_000 });
       const bob = await openPeer(gateway.url, await tokenOf("bob"));
       bob.send({ type: "join", room: "doc", ref: "j" });
       await bob.next("snapshot", "j");
 
-      // Expired: the clock passes the token's exp, the gateway closes with 4001.
       const expires = Math.floor(Date.now() / 1000) + 60;
       const ann = await openStubbornPeer(gateway.port, await tokenOf("ann", {}, expires));
-      ann.send({ type: "join", room: "doc", ref: "j" });
-      await eventually(() => ann.frames.some((f) => f.type === "snapshot"));
-      await eventually(() => bob.frames.some((f) => f.type === "event" && f.event.user === "ann"));
-      await gateway.advance(120_000);
+      const cat = await openStubbornPeer(gateway.port, await tokenOf("cat"));
+      for (const peer of [ann, cat]) {
+        peer.send({ type: "join", room: "doc", ref: "j" });
+        await eventually(() => peer.frames.some((f) => f.type === "snapshot"));
+      }
+      const joined = (user: string) => (f: ServerFrame) =>
+        f.type === "event" && f.event.user === user;
+      await eventually(() => bob.frames.some(joined("ann")) && bob.frames.some(joined("cat")));
+      const before = bob.frames.length;
+
+      // Expired: the clock passes the token's exp (by less than the second the cut waits), the
+      // gateway closes with 4001.
+      await gateway.advance(expires * 1_000 - Date.now() + 500);
       await eventually(() => ann.closeCode() !== undefined);
       expect(ann.closeCode()).to.equal(4001);
 
       // Renamed: a refresh names another user, the gateway closes with 4003.
-      const cat = await openStubbornPeer(gateway.port, await tokenOf("cat"));
-      cat.send({ type: "join", room: "doc", ref: "j" });
-      await eventually(() => cat.frames.some((f) => f.type === "snapshot"));
       cat.send({ type: "refresh", token: await tokenOf("mallory"), ref: "r" });
       await eventually(() => cat.closeCode() !== undefined);
       expect(cat.closeCode()).to.equal(4003);
 
-      const before = bob.frames.length;
       for (const peer of [ann, cat]) {
         peer.send({ type: "typing", room: "doc" });
         peer.send({ type: "state", room: "doc", state: { mood: "still here" } });
         peer.send({ type: "join", room: "elsewhere", ref: "late" });
       }
-      // Cut off without waiting for a ping (none for ten minutes): well within the wait here.
-      await eventually(() => ann.gone() && cat.gone(), 10_000);
+      // Cut off without waiting for a ping (none for ten minutes), a second after the close (as
+      // docs/internet.md says): the clock moved on past it, the cut has happened; the wait is only
+      // for the TCP close to come through (a cut that took ~9 s would still be 7 s away).
+      await gateway.advance(1_100);
+      await eventually(() => ann.gone() && cat.gone(), 3_000);
       const after = () =>
         bob.frames.slice(before).flatMap((f) => (f.type === "event" ? [f.event] : []));
       // Their leaves, once they were cut off; nothing they sent after the close.
@@ -264,6 +342,45 @@ describe("security: nothing from outside is fatal", function () {
       peer.send({ type: "refresh", token: tooLong, ref: "r2" });
       const error = await peer.next("error", "r2");
       expect(error.type === "error" && error.code).to.equal("INVALID_TOKEN");
+      expect(peer.closed()).to.equal(undefined);
+    });
+
+    it("measures a token in UTF-8 bytes at the upgrade and at a refresh, and refreshes one of the limit however it is escaped", async () => {
+      const gateway = await startProcess({ mode: "hook" });
+      // A hook token of ann (see server.ts) padded to `bytes` UTF-8 bytes, with quotes and
+      // backslashes (two bytes each in JSON) and é (one UTF-16 unit, two UTF-8 bytes).
+      const padded = (bytes: number, tag: string) => {
+        const head = `u.ann...${tag}${'"\\'.repeat(2_100)}${"é".repeat(1_000)}`;
+        return head + "x".repeat(bytes - Buffer.byteLength(head));
+      };
+      const atLimit = padded(8_192, "a");
+      expect(Buffer.byteLength(atLimit)).to.equal(8_192);
+      // Sent as a header: Latin-1 on the wire, é one byte there, two in UTF-8.
+      const peer = await openPeer(gateway.url, atLimit, { via: "header" });
+      await peer.next("welcome");
+      // Escaped as JSON.stringify does: longer than the token plus 4 KiB.
+      const another = padded(8_192, "b");
+      expect(Buffer.byteLength(JSON.stringify(another))).to.be.greaterThan(8_192 + 4_096);
+      peer.send({ type: "refresh", token: another, ref: "json" });
+      expect((await peer.next("refreshed", "json")).type).to.equal("refreshed");
+      // Every character escaped as \uXXXX, the most JSON can take: 6 bytes a byte of ASCII.
+      const escaped = [...padded(8_192, "c")]
+        .map((c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+        .join("");
+      peer.send(`{"type":"refresh","token":"${escaped}","ref":"escaped"}`);
+      expect((await peer.next("refreshed", "escaped")).type).to.equal("refreshed");
+      // A byte more, though fewer UTF-16 units than the limit: refused at both.
+      const over = padded(8_193, "d");
+      expect(over.length).to.be.below(8_192);
+      const refused = await openPeer(gateway.url, over, { via: "header" }).then(
+        () => "opened",
+        (error: Error) => error.message,
+      );
+      expect(refused).to.equal("refused: 401");
+      peer.send({ type: "refresh", token: over, ref: "over" });
+      const error = await peer.next("error", "over");
+      expect(error).to.deep.include({ code: "INVALID_TOKEN" });
+      expect(error.type === "error" && error.message).to.include("longer than 8192 bytes");
       expect(peer.closed()).to.equal(undefined);
     });
 

@@ -1,19 +1,23 @@
 // A fuzz test of the gateway's edge (fast-check, seeded): generated request lines, targets,
 // methods, header sets (duplicated, oversized, odd encodings) and truncations, over raw sockets,
-// to a gateway whose hooks throw, reject, hang or return junk as each request asks. Invariants:
-// the process lives, every connection is answered or closed, the descriptors come back, and
-// Redis sees nothing. FUZZ_RUNS sets the number of batches (`make fuzz` runs many), FUZZ_SEED
+// to a gateway whose hooks throw, reject, hang or return junk as each request asks; a request
+// that upgrades may then send frames (joins, watches, refreshes) whose `authorize`, `capacity`
+// and refresh hooks misbehave as well. Invariants: the process lives, every connection is
+// answered or closed (and every frame answered, or its socket closed), the descriptors come back,
+// and Redis sees nothing. FUZZ_RUNS sets the number of batches (`make fuzz` runs many), FUZZ_SEED
 // replays one run; the seed is printed either way.
 import { expect } from "chai";
 import fc from "fast-check";
 import { BEARER_PROTOCOL } from "../../src/gateway/index.js";
 import { eventually } from "../kit/wait.js";
 import {
+  maskedFrame,
   rawExchange,
   redisWrites,
   sentTokens,
   startProcess,
   stopProcesses,
+  ServerFrameReader,
   type GatewayProcess,
 } from "./harness.js";
 
@@ -21,16 +25,22 @@ import {
 const REQUEST_TIMEOUT_MS = 500;
 const ANSWER_WITHIN_MS = 8_000;
 
-const HOOK = fc.constantFrom(
-  "throw",
-  "reject",
-  "hang",
-  "junk",
-  "junkstring",
-  "junkobject",
-  "junknull",
-  "ok",
+/** What a hook does other than answer well (server.ts): every frame below is refused. */
+const FAILURES = ["throw", "reject", "hang", "junk", "junkstring", "junkobject", "junknull"];
+const HOOK = fc.constantFrom(...FAILURES, "ok");
+const FAIL = fc.constantFrom(...FAILURES);
+/** A capacity hook's failures (its junk, 42, is a capacity). */
+const CAP_FAIL = fc.constantFrom("throw", "reject", "hang", "junkstring", "junkobject");
+
+/** A frame after the upgrade, each refused by a hook that fails (or answered by a refresh). */
+const frame = fc.oneof(
+  FAIL.map((kind) => ({ type: "join", room: `hook-${kind}-1` })),
+  CAP_FAIL.map((kind) => ({ type: "join", room: `cap-${kind}-1` })),
+  FAIL.map((kind) => ({ type: "watch", room: `hook-${kind}-1` })),
+  FAIL.map((kind) => ({ type: "refresh", token: `hook-${kind}` })),
+  fc.constantFrom({ type: "refresh", token: "u.ann" }, { type: "refresh", token: "nonsense" }),
 );
+
 const TOKEN_CHARS = fc.string({ unit: fc.constantFrom(..."abcXYZ019-._~+/=%"), maxLength: 40 });
 
 /** Text in odd encodings: ASCII, Latin-1, UTF-8 beyond it, controls, lone surrogates. */
@@ -143,7 +153,7 @@ const header: fc.Arbitrary<[string, string]> = fc.oneof(
 );
 
 /** One connection: its request's bytes, whether (and where) they are cut, and how it ends. */
-const connection = fc.record({
+const anyRequest = fc.record({
   method,
   target,
   version,
@@ -153,8 +163,46 @@ const connection = fc.record({
   cut: fc.option(fc.double({ min: 0, max: 1, noNaN: true }), { nil: undefined }),
   pieces: fc.integer({ min: 1, max: 3 }),
   end: fc.boolean(),
+  /** Frames it sends if it is upgraded (none: it hangs up at once). */
+  after: fc.array(frame, { maxLength: 4 }),
 });
-type Connection = typeof connection extends fc.Arbitrary<infer C> ? C : never;
+/** An upgrade the gateway lets in (among others, a few headers apart), which then sends frames. */
+const upgrade = fc.record({
+  method: fc.constant("GET"),
+  target: fc.constant("/presence"),
+  version: fc.constant("HTTP/1.1"),
+  headers: fc
+    .tuple(
+      fc.constantFrom<[string, string]>(
+        ["Cookie", "session=ann"],
+        ["Authorization", "Bearer u.bob"],
+        ["Sec-WebSocket-Protocol", `rollcall.v1, ${BEARER_PROTOCOL}u.cat`],
+      ),
+      fc.constantFrom("rollcall.v2", "rollcall.v1"),
+      fc.array(header, { maxLength: 2 }),
+    )
+    .map(([identity, protocol, extra]): [string, string][] => [
+      ["Host", "127.0.0.1"],
+      ["Connection", "Upgrade"],
+      ["Upgrade", "websocket"],
+      ["Sec-WebSocket-Version", "13"],
+      ["Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="],
+      ["Sec-WebSocket-Protocol", protocol],
+      identity,
+      ...extra,
+    ]),
+  body: fc.constant(undefined),
+  encoding: fc.constant<BufferEncoding>("latin1"),
+  cut: fc.constant(undefined),
+  pieces: fc.integer({ min: 1, max: 3 }),
+  end: fc.constant(false),
+  after: fc.array(frame, { minLength: 1, maxLength: 4 }),
+});
+const connection = fc.oneof(
+  { arbitrary: anyRequest, weight: 3 },
+  { arbitrary: upgrade, weight: 1 },
+);
+type Connection = typeof anyRequest extends fc.Arbitrary<infer C> ? C : never;
 
 function bytesOf(c: Connection): Buffer {
   const lines = [
@@ -173,25 +221,53 @@ function piecesOf(bytes: Buffer, count: number): Buffer[] {
   return pieces;
 }
 
-/** Sends a batch of connections at once; each must be answered (or upgraded) or closed. */
+/** What a run did: connections upgraded, frames they sent. */
+const tally = { upgraded: 0, frames: 0 };
+
+/**
+ * Sends a batch of connections at once; each must be answered (or upgraded) or closed. An
+ * upgraded one sends its frames, each with a ref, and hangs up once each is answered: one that
+ * is not (nor closed by the gateway) stays open until ANSWER_WITHIN_MS, and fails.
+ */
 async function attack(gateway: GatewayProcess, batch: Connection[]): Promise<void> {
   const exchanges = batch.map((c) => {
     const exchange = rawExchange(gateway.port, piecesOf(bytesOf(c), c.pieces), {
       end: c.end,
       ms: ANSWER_WITHIN_MS,
     });
-    // An upgraded socket is answered: the client hangs up (a socket in no room writes nothing).
+    const replies = new ServerFrameReader();
+    const refs = c.after.map((_, i) => `f${i}`);
+    let head = Buffer.alloc(0);
+    let upgraded = false;
     exchange.socket.on("data", (chunk: Buffer) => {
-      if (chunk.toString("latin1").startsWith("HTTP/1.1 101")) exchange.socket.destroy();
+      if (!upgraded) {
+        head = Buffer.concat([head, chunk]);
+        const end = head.indexOf("\r\n\r\n");
+        if (end < 0 || !head.toString("latin1").startsWith("HTTP/1.1 101")) return;
+        upgraded = true;
+        tally.upgraded += 1;
+        tally.frames += c.after.length;
+        for (const [i, f] of c.after.entries()) {
+          exchange.socket.write(maskedFrame(JSON.stringify({ ...f, ref: refs[i] })));
+        }
+        chunk = head.subarray(end + 4);
+      }
+      replies.read(chunk);
+      const answered = (ref: string) => replies.frames.some((f) => "ref" in f && f.ref === ref);
+      // Answered (a socket in no room writes nothing more): the client hangs up.
+      if (refs.every(answered)) exchange.socket.destroy();
     });
     return exchange;
   });
   const outcomes = await Promise.all(exchanges.map((e) => e.done));
   outcomes.forEach(({ data, closed }, i) => {
-    const answered = closed || data.startsWith("HTTP/1.1 101");
+    const c = batch[i]!;
+    const upgraded = data.startsWith("HTTP/1.1 101");
+    const answered = closed || (upgraded && c.after.length === 0);
     expect(
       answered,
-      `no answer nor close for ${JSON.stringify(bytesOf(batch[i]!).toString("latin1").slice(0, 300))}`,
+      `no answer nor close for ${JSON.stringify(bytesOf(c).toString("latin1").slice(0, 300))}` +
+        (upgraded ? ` then ${JSON.stringify(c.after)}` : ""),
     ).to.equal(true);
   });
   // Alive: it answers its own channel.
@@ -216,7 +292,12 @@ describe("security: a fuzz test of the gateway's edge", function () {
             attach,
             authTimeoutMs: 200,
             hostTimeoutMs: REQUEST_TIMEOUT_MS,
-            limits: { requestTimeoutMs: REQUEST_TIMEOUT_MS, maxSocketsPerUser: 10_000 },
+            limits: {
+              requestTimeoutMs: REQUEST_TIMEOUT_MS,
+              maxSocketsPerUser: 10_000,
+              // Every frame is answered, none dropped past a budget: the invariant checks each.
+              rateBurst: 1_000_000,
+            },
           },
           1_024,
         ),
@@ -236,7 +317,9 @@ describe("security: a fuzz test of the gateway's edge", function () {
       ),
       { seed, numRuns: runs, endOnFailure: true },
     );
-    console.log(`      ${cases} connections, 0 deaths`);
+    console.log(
+      `      ${cases} connections (${tally.upgraded} upgraded, sending ${tally.frames} frames), 0 deaths`,
+    );
     for (const [i, gateway] of gateways.entries()) {
       await eventually(
         async () => (await gateway.stats()).fds <= bases[i]!,

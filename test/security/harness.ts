@@ -322,8 +322,8 @@ export interface StubbornPeer {
 export function openStubbornPeer(port: number, jwt: string): Promise<StubbornPeer> {
   const socket = connect(port, "127.0.0.1");
   socket.on("error", () => undefined);
-  const frames: ServerFrame[] = [];
-  let code: number | undefined;
+  const reader = new ServerFrameReader();
+  const { frames } = reader;
   let gone = false;
   let buffer = Buffer.alloc(0);
   let upgraded = false;
@@ -348,38 +348,54 @@ export function openStubbornPeer(port: number, jwt: string): Promise<StubbornPee
         buffer = buffer.subarray(end + 4);
         resolve(peer);
       }
-      // Server frames are unmasked; these tests only meet short ones (< 64 KiB).
-      while (buffer.length >= 2) {
-        const opcode = buffer[0]! & 0x0f;
-        let length = buffer[1]! & 0x7f;
-        let offset = 2;
-        if (length === 126) {
-          if (buffer.length < 4) return;
-          length = buffer.readUInt16BE(2);
-          offset = 4;
-        }
-        if (buffer.length < offset + length) return;
-        const payload = buffer.subarray(offset, offset + length);
-        buffer = buffer.subarray(offset + length);
-        if (opcode === 0x1) frames.push(JSON.parse(payload.toString()) as ServerFrame);
-        if (opcode === 0x8) code = payload.length >= 2 ? payload.readUInt16BE(0) : 1005;
-      }
+      reader.read(buffer);
+      buffer = Buffer.alloc(0);
     });
     const peer: StubbornPeer = {
       frames,
-      closeCode: () => code,
+      closeCode: () => reader.code,
       gone: () => gone,
-      send(frame) {
-        const payload = Buffer.from(JSON.stringify(frame));
-        const mask = Buffer.from([1, 2, 3, 4]);
-        const header =
-          payload.length < 126
-            ? Buffer.from([0x81, 0x80 | payload.length])
-            : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
-        const masked = payload.map((byte, i) => byte ^ mask[i % 4]!);
-        socket.write(Buffer.concat([header, mask, masked]));
-      },
+      send: (frame) => socket.write(maskedFrame(JSON.stringify(frame))),
       destroy: () => socket.destroy(),
     };
   });
+}
+
+/** A client's text frame, masked as RFC 6455 wants of a client (payloads under 64 KiB). */
+export function maskedFrame(text: string): Buffer {
+  const payload = Buffer.from(text);
+  const mask = Buffer.from([1, 2, 3, 4]);
+  const header =
+    payload.length < 126
+      ? Buffer.from([0x81, 0x80 | payload.length])
+      : Buffer.from([0x81, 0x80 | 126, payload.length >> 8, payload.length & 0xff]);
+  const masked = payload.map((byte, i) => byte ^ mask[i % 4]!);
+  return Buffer.concat([header, mask, masked]);
+}
+
+/** Reads a server's frames (unmasked; these tests only meet ones under 64 KiB) as they come. */
+export class ServerFrameReader {
+  readonly frames: ServerFrame[] = [];
+  /** The code of the server's close frame, once it came. */
+  code: number | undefined;
+  private buffer = Buffer.alloc(0);
+
+  read(chunk: Buffer): void {
+    this.buffer = Buffer.concat([this.buffer, chunk]);
+    while (this.buffer.length >= 2) {
+      const opcode = this.buffer[0]! & 0x0f;
+      let length = this.buffer[1]! & 0x7f;
+      let offset = 2;
+      if (length === 126) {
+        if (this.buffer.length < 4) return;
+        length = this.buffer.readUInt16BE(2);
+        offset = 4;
+      }
+      if (this.buffer.length < offset + length) return;
+      const payload = this.buffer.subarray(offset, offset + length);
+      this.buffer = this.buffer.subarray(offset + length);
+      if (opcode === 0x1) this.frames.push(JSON.parse(payload.toString()) as ServerFrame);
+      if (opcode === 0x8) this.code = payload.length >= 2 ? payload.readUInt16BE(0) : 1005;
+    }
+  }
 }

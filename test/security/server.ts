@@ -34,6 +34,8 @@ export interface ServerConfig {
   /** Date and the interval timers (the gateway's expiry checks) are fake: they flow with real
    * time, and the suite moves them on at once (GatewayProcess.advance). */
   fakeClock?: boolean;
+  /** With fakeClock: setTimeout too (the cut of a socket that does not finish its close). */
+  fakeTimeouts?: boolean;
   jwt?: { clockToleranceMs?: number; allowNoExpiry?: boolean };
   origins?: string[];
   trustedProxies?: string[];
@@ -42,8 +44,10 @@ export interface ServerConfig {
   limits?: Partial<Limits>;
   ids?: "strict";
   /** Hooks that misbehave on request (see `behave`): `authenticate` (mode hook) and `origins` as
-   * the X-Hook and X-Hook-Origin headers say, `authorize` and `capacity` as the room's name
-   * starts (`hook-<kind>-…`, `cap-<kind>-…`). */
+   * the X-Hook and X-Hook-Origin headers say, `authenticate` at a refresh as its token starts
+   * (`hook-<kind>`), `authorize` and `capacity` as the room's name starts (`hook-<kind>-…`,
+   * `cap-<kind>-…`; `later-<kind>-…`: `authorize` misbehaves only for an identity with an
+   * expiry, so a socket of a token without one joins, and a refresh to one with it asks again). */
   misbehave?: boolean;
   /** The origins function a user would write: it throws on `Origin: null`. */
   originsBySuffix?: boolean;
@@ -103,7 +107,12 @@ const config = JSON.parse(process.env.SECURITY_GATEWAY ?? "") as ServerConfig;
 const clock = config.fakeClock
   ? install({
       now: Date.now(),
-      toFake: ["Date", "setInterval", "clearInterval"],
+      toFake: [
+        "Date",
+        "setInterval",
+        "clearInterval",
+        ...(config.fakeTimeouts ? (["setTimeout", "clearTimeout"] as const) : []),
+      ],
       shouldAdvanceTime: true,
     })
   : undefined;
@@ -131,16 +140,22 @@ const normalHook = async (request: IncomingMessage): Promise<Identity | null> =>
   const session = /(?:^|;\s*)session=([^;]+)/.exec(request.headers.cookie ?? "")?.[1];
   return session ? { user: session, rooms: ["*"] } : null;
 };
+/** How the hook is told to misbehave: by a header at the upgrade, by its token at a refresh. */
+const hookKind = (request: IncomingMessage) =>
+  refreshOf(request) ? kindOf("hook-", bearerToken(request) ?? "") : header(request, "x-hook");
 const hook = (
   config.misbehave
-    ? (request: IncomingMessage) => behave(header(request, "x-hook"), () => normalHook(request))
+    ? (request: IncomingMessage) => behave(hookKind(request), () => normalHook(request))
     : normalHook
 ) as GatewayOptions["authenticate"];
 
 const misbehaving: Partial<GatewayOptions> = config.misbehave
   ? {
-      authorize: ((_identity: Identity, room: string) =>
-        behave(kindOf("hook-", room), () => true)) as GatewayOptions["authorize"],
+      authorize: ((identity: Identity, room: string) =>
+        behave(
+          kindOf("hook-", room) ?? (identity.expiresAt ? kindOf("later-", room) : undefined),
+          () => true,
+        )) as GatewayOptions["authorize"],
       capacity: ((room: string) =>
         behave(kindOf("cap-", room), () => undefined)) as GatewayOptions["capacity"],
       origins: ((_origin: string, request: IncomingMessage) =>

@@ -9,6 +9,7 @@ import { PassThrough } from "node:stream";
 import { descriptorBudget, frameSizes, DEFAULT_LIMITS } from "../../src/runtime/limits.js";
 import { Lobby } from "../../src/gateway/lobby.js";
 import { ipv6Network } from "../../src/gateway/upgrade.js";
+import { mayBeRefresh } from "../../src/protocol/frames.js";
 import { checkId, strictIdProblem } from "../../src/protocol/ids.js";
 import { encodeState } from "../../src/protocol/state.js";
 import { callHook, callNow, HookError, isBoolean } from "../../src/runtime/hooks.js";
@@ -158,8 +159,25 @@ describe("the state size bound", () => {
 
   it("keeps the frame the gateway reads within what a state of maxStateBytes needs", () => {
     const limits = { ...DEFAULT_LIMITS, maxFrameBytes: 16_000_000 };
-    expect(frameSizes(limits, 1_024)).to.deep.equal({ frame: 10_240, refresh: 12_288 });
-    expect(frameSizes(DEFAULT_LIMITS, 1_024)).to.deep.equal({ frame: 4_096, refresh: 12_288 });
+    // A refresh frame: any token of maxTokenBytes (8 KiB), every byte escaped (6 bytes), 4 KiB more.
+    expect(frameSizes(limits, 1_024)).to.deep.equal({ frame: 10_240, refresh: 53_248 });
+    expect(frameSizes(DEFAULT_LIMITS, 1_024)).to.deep.equal({ frame: 4_096, refresh: 53_248 });
+  });
+});
+
+describe("a frame past the frame limit", () => {
+  it("is told to be no refresh from its first nested brace, unparsed", () => {
+    const bytes = (text: string) => Buffer.from(text);
+    const refresh = { type: "refresh", token: 'a "quoted" {token} [with] : and \\', ref: "r" };
+    expect(mayBeRefresh(bytes(JSON.stringify(refresh)))).to.equal(true);
+    expect(mayBeRefresh(bytes(JSON.stringify({ ...refresh, ref: undefined })))).to.equal(true);
+    // A fourth member, a nested object or an array: no refresh, whatever follows.
+    const wide = `{"type":"state","room":"doc","state":{"k0":0,${"x".repeat(1e6)}`;
+    expect(mayBeRefresh(bytes(wide))).to.equal(false);
+    expect(mayBeRefresh(bytes(`{"a":"","b":"","c":"","d":""}`))).to.equal(false);
+    expect(mayBeRefresh(bytes(`{"type":"join","room":"doc","types":["join"]}`))).to.equal(false);
+    // A byte of a multi-byte character is never a quote or a backslash.
+    expect(mayBeRefresh(bytes(`{"token":"é\\"}`))).to.equal(true);
   });
 });
 
