@@ -11,20 +11,22 @@ import { eventually } from "../kit/wait.js";
 
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
 const MAIN = `${ROOT}dist/cli/main.js`;
-const OPTIONS = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 3_000 };
+// Windows and a key TTL longer than any test takes, however slow the machine: nothing a test
+// writes becomes due or expires while the CLI starts and reads it (the CLI runs on Redis's own
+// clock, and the keys' TTL is real time). A test that wants something overdue writes it in the
+// past: advanceClock back moves the clock of the test's Rollcalls, not the CLI's.
+const OPTIONS = { presenceWindowMs: 60_000, typingWindowMs: 30_000, keyTtlMs: 600_000 };
 /** The CLI's flags for OPTIONS with IMMEDIATE's leave grace: settings that agree. */
 const AGREEING = [
   "--presence-window-ms",
-  "1000",
+  "60000",
   "--typing-window-ms",
-  "300",
+  "30000",
   "--key-ttl-ms",
-  "3000",
+  "600000",
   "--leave-grace-ms",
   "0",
 ];
-// Keys that outlive a few runs of the CLI on a slow machine: their TTL is real time.
-const LASTING = { ...OPTIONS, keyTtlMs: 60_000 };
 
 interface Result {
   code: number | null;
@@ -153,7 +155,7 @@ describe("the rollcall CLI", function () {
 
   describe("stats", () => {
     it("counts rooms, users, connections and typists; overdue rooms are a backlog with a lag", async () => {
-      const rc = new Rollcall(client(), { ...IMMEDIATE, ...LASTING });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       // Written a window and 200 ms ago, as the CLI (on Redis's own clock) sees it: no sweeper
       // runs, so every room is overdue and still lists its members.
       const written = performance.now();
@@ -201,7 +203,7 @@ describe("the rollcall CLI", function () {
 
   describe("sweep", () => {
     it("runs one pass and announces the expired leave", async () => {
-      const rc = new Rollcall(client(), { ...IMMEDIATE, ...LASTING });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
       // A window and 100 ms ago, as the CLI sees it.
       await advanceClock(rc.redis, rc, -(OPTIONS.presenceWindowMs + 100));
       await rc.heartbeat("doc-42", "ann", "c1");
@@ -231,14 +233,21 @@ describe("the rollcall CLI", function () {
 
     it("exits 1 and prints each difference when they differ (defaults for what is not given)", async () => {
       await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }).ready();
-      const given = ["--presence-window-ms", "2000", "--typing-window-ms", "300", "--buckets", "8"];
+      const given = [
+        "--presence-window-ms",
+        "90000",
+        "--typing-window-ms",
+        "30000",
+        "--buckets",
+        "8",
+      ];
       const { code, stdout } = await cli(["check", ...given]);
       expect(code).to.equal(1);
       expect(stdout.trimEnd().split("\n")).to.deep.equal([
         'the settings differ from rollcall:deployment ("there" is stored, "here" given):',
         "  buckets is 16 there, 8 here",
-        "  presenceWindowMs is 1000 there, 2000 here",
-        "  keyTtlMs is 3000 there, 86400000 here",
+        "  presenceWindowMs is 60000 there, 90000 here",
+        "  keyTtlMs is 600000 there, 86400000 here",
         "  leaveGraceMs is 0 there, 5000 here",
       ]);
     });
@@ -346,7 +355,7 @@ describe("the rollcall CLI", function () {
       const redis = new Redis(own.url, { maxRetriesPerRequest: 1 });
       redis.on("error", () => undefined);
       try {
-        const rc = new Rollcall(redis, { ...IMMEDIATE, ...LASTING });
+        const rc = new Rollcall(redis, { ...IMMEDIATE, ...OPTIONS });
         await rc.heartbeat("doc-42", "ann", "ann-1");
         const { child, output, closed } = follow(["--redis", own.url, "watch", "doc-42"]);
         try {
@@ -379,9 +388,9 @@ describe("the rollcall CLI", function () {
         "shown:deployment",
         " layout 3",
         " buckets 16",
-        " presenceWindowMs 1000",
-        " typingWindowMs 300",
-        " keyTtlMs 3000",
+        " presenceWindowMs 60000",
+        " typingWindowMs 30000",
+        " keyTtlMs 600000",
         " leaveGraceMs 0",
         " logLength 0",
         "in use: 1 room, 1 user, 1 connection, 0 due",
@@ -394,7 +403,7 @@ describe("the rollcall CLI", function () {
         "--json",
       ]);
       expect(shown).to.deep.include({ key: "shown:deployment", inUse: true });
-      expect(shown.settings).to.include({ layout: 3, presenceWindowMs: 1000, logLength: 0 });
+      expect(shown.settings).to.include({ layout: 3, presenceWindowMs: 60_000, logLength: 0 });
     });
 
     it("deletes them once nothing is present, refusing while anything is, and touches no room", async () => {
@@ -443,7 +452,10 @@ describe("the rollcall CLI", function () {
   });
 
   describe("errors", () => {
-    it("a usage error exits 2 with its message and a pointer to --help", async () => {
+    it("a usage error exits 2 with its message and a pointer to --help", async function () {
+      // Eight runs of the CLI, one after another, each killed after 20 s: however long a loaded
+      // machine takes to start them, the runs bound the test, not mocha's default 30 s.
+      this.timeout(8 * 20_000);
       for (const args of [
         ["launch"],
         ["stats", "--nope"],
