@@ -6,7 +6,6 @@ import type {
   connectedPayload,
   onDisconnectPayload,
 } from "@hocuspocus/server";
-import { removeAwarenessStates } from "y-protocols/awareness";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { Counts } from "../engine/scripts/count.js";
 import type { Roster } from "../engine/scripts/roster.js";
@@ -20,8 +19,31 @@ import { callHook, callNow, type Expect } from "../runtime/hooks.js";
 import type { Connection } from "../runtime/connection.js";
 import type { Sink } from "../runtime/feed.js";
 import { Host } from "../runtime/host.js";
+import { importPeer, requirePeer } from "../runtime/peer.js";
 import type { SweeperOptions } from "../runtime/sweeper.js";
 import { clientsOf, MIN_STATE_BYTES, mirroredState, Throttle } from "./state.js";
+
+/**
+ * y-protocols' awareness, an optional peer: imported as this module loads, through importPeer so
+ * that a missing y-protocols names what to install (a static import fails before any code runs,
+ * with a bare ERR_MODULE_NOT_FOUND). An import(), as jose is: it loads the copy a static import
+ * would (require() of its ES module does not under tsx: a second yjs, which warns), and top-level
+ * await would keep require() from loading this entry. listen() and every connection wait for it,
+ * and fail with its error.
+ */
+const BY = "rollcall/hocuspocus";
+let awareness: typeof import("y-protocols/awareness") | undefined;
+const loading = importPeer(
+  // Where this file runs as CommonJS (the tests, through tsx, beside Hocuspocus's CommonJS
+  // build), the CommonJS build, as the static import compiled to require() loaded it.
+  async () =>
+    typeof require === "function"
+      ? requirePeer<typeof import("y-protocols/awareness")>("y-protocols/awareness", BY)
+      : import("y-protocols/awareness"),
+  "y-protocols",
+  BY,
+).then((loaded) => void (awareness = loaded));
+loading.catch(() => undefined); // waited for, and its error reported, where it is needed
 
 /** What `identify` is given: the `connected` hook's payload (its context holds onAuthenticate's). */
 export type IdentifyPayload = connectedPayload;
@@ -167,12 +189,18 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     return this.rollcall.count(this.room(documentName));
   }
 
+  /** Hocuspocus hook: listen() rejects with the error of a missing peer, naming what to install. */
+  async onListen(): Promise<void> {
+    await loading;
+  }
+
   /** Hocuspocus hook: the connection joins its document's room. Never rejects. */
   async connected(payload: connectedPayload): Promise<void> {
     const { documentName, connection, socketId } = payload;
     let user: string;
     let room: string;
     try {
+      await loading;
       const named = await callHook(
         "identify",
         () => this.identify(payload),
@@ -327,7 +355,8 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
       doc.owners.delete(id);
       if (!local.has(id) && doc.document.awareness.states.has(id)) gone.push(id);
     }
-    if (gone.length > 0) removeAwarenessStates(doc.document.awareness, gone, ORIGIN);
+    // A member's connection joined after `loading` settled: the module is there.
+    if (gone.length > 0) awareness!.removeAwarenessStates(doc.document.awareness, gone, ORIGIN);
   }
 
   /**

@@ -56,7 +56,10 @@ interface Consumer {
   without: string[];
   /**
    * Errors tsc finds in these packages' own declarations are theirs, and ignored (not rollcall's
-   * nor the fixture's): Hocuspocus 3.4's and yjs's do not compile with skipLibCheck off.
+   * nor the fixture's, nor fixed by a package the docs could name): with skipLibCheck off,
+   * @hocuspocus/common 3.4's auth.d.ts imports a relative path without its extension (TS2834
+   * under NodeNext), and yjs's declarations name DOM types (Document, Node, self) a server's lib
+   * has not. @hocuspocus/server's own errors count: without @types/ws it fails TS7016.
    */
   foreign?: string[];
 }
@@ -72,7 +75,7 @@ const CONSUMERS: Consumer[] = [
       { files: ["core.ts", "require.cts"], node: true },
       { files: ["client.ts", "socketioClient.ts"], lib: ["ES2022", "DOM"] },
     ],
-    without: ["ws", "@types/ws", "jose", "@opentelemetry/api", "socket.io"],
+    without: ["ws", "@types/ws", "jose", "@opentelemetry/api", "socket.io", "y-protocols"],
   },
   {
     // The gateway with its own authenticate hook: ws and its types, no jose.
@@ -91,14 +94,14 @@ const CONSUMERS: Consumer[] = [
     without: ["jose", "socket.io-client"],
   },
   {
-    // Hocuspocus presence: @hocuspocus/server (npm adds its peers y-protocols and yjs), no jose
-    // or provider.
+    // Hocuspocus presence: @hocuspocus/server (npm adds its peers y-protocols and yjs) and
+    // @types/ws, which its declarations need; no jose or provider.
     name: "hocuspocus",
-    packages: [...SERVER, "@hocuspocus/server"],
+    packages: [...SERVER, "@hocuspocus/server", "@types/ws"],
     entries: ["./hocuspocus"],
     programs: [{ files: ["hocuspocus.ts"], node: true }],
     without: ["jose", "@hocuspocus/provider"],
-    foreign: ["@hocuspocus/server", "@hocuspocus/common", "yjs"],
+    foreign: ["@hocuspocus/common", "yjs"],
   },
   {
     // Presence on a Fastify route: fastify and @fastify/websocket, whose declarations need ws's.
@@ -357,7 +360,7 @@ presence
     expect(await node(project, [cli, "--version"])).to.equal(`rollcall ${MANIFEST.version}\n`);
   });
 
-  it("says which package to install when the gateway's peers are missing", async () => {
+  it("says which package to install when a peer of the gateway or of Hocuspocus is missing", async () => {
     const core = projects.get("core")!;
     writeFileSync(
       join(core, "gateway.mjs"),
@@ -365,6 +368,26 @@ presence
     );
     expect(await node(core, ["gateway.mjs"])).to.equal(
       'rollcall/gateway needs ws, an optional peer dependency of rollcall: npm install ws@"^8.0.0"\n',
+    );
+    // Without y-protocols, rollcall/hocuspocus loads, and the server's listen() (its onListen
+    // hook) rejects with the words.
+    writeFileSync(
+      join(core, "hocuspocus.mjs"),
+      `import { Redis } from "ioredis";
+import { Rollcall } from "rollcall";
+import { HocuspocusPresence } from "rollcall/hocuspocus";
+
+const redis = new Redis(process.env.REDIS_URL);
+const presence = new HocuspocusPresence(new Rollcall(redis, { prefix: "no-y-protocols" }), {
+  sweeper: false,
+});
+await presence.onListen().catch((error) => console.log(error.message));
+await presence.close();
+redis.disconnect();
+`,
+    );
+    expect(await node(core, ["hocuspocus.mjs"])).to.equal(
+      'rollcall/hocuspocus needs y-protocols, an optional peer dependency of rollcall: npm install y-protocols@"^1.0.6"\n',
     );
 
     const gateway = projects.get("gateway")!;
