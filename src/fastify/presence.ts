@@ -4,6 +4,7 @@ import type { WebSocket } from "ws";
 import type { Rollcall } from "../engine/rollcall.js";
 import { FrameError, SUBPROTOCOLS } from "../protocol/frames.js";
 import { callback, describe, integer, invalidOption, knownKeys } from "../protocol/options.js";
+import { challenge } from "../runtime/bearer.js";
 import { Expiries } from "../runtime/expiries.js";
 import { callHook, isBoolean } from "../runtime/hooks.js";
 import { Host, HOST_OPTIONS, type HostOptions } from "../runtime/host.js";
@@ -147,7 +148,11 @@ function serve(app: FastifyInstance, options: FastifyPresenceOptions): void {
           report(error);
           identity = null;
         }
-        if (!identity) return reply.code(401).send("refused: no identity");
+        if (!identity) {
+          // As the gateway's: an error code when the request carried a token (RFC 6750 §3).
+          const header = challenge("refused", request.raw);
+          return reply.code(401).header("WWW-Authenticate", header).send("refused: no identity");
+        }
         const rate = budgets.take(identity.user);
         if (!rate) return reply.code(429).header("Retry-After", 10).send("too many sockets");
         admitted.set(request, { identity, rate });

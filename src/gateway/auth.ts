@@ -1,7 +1,8 @@
 import { IncomingMessage } from "node:http";
 import { Socket } from "node:net";
-import { BEARER_PROTOCOL } from "../protocol/frames.js";
 import type { Identity } from "../runtime/identity.js";
+
+export { bearerToken, targetOf } from "../runtime/bearer.js";
 
 /**
  * Establishes the identity of an upgrade request, or refuses it (null or an AuthError). A refresh
@@ -29,36 +30,6 @@ export interface JwtOptions {
   clockToleranceMs?: number;
   /** Accept tokens without `exp` (such a socket never expires). Default false: refused. */
   allowNoExpiry?: boolean;
-}
-
-const BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
-
-/**
- * The bearer token of an upgrade, from the first of: the Authorization header (`Bearer`, in any
- * case), a `rollcall.bearer.<token>` subprotocol entry (browsers), `?token=` (older clients).
- */
-export function bearerToken(request: IncomingMessage): string | undefined {
-  const header = BEARER.exec(request.headers.authorization ?? "")?.[1];
-  if (header !== undefined) return header;
-  const offered = request.headers["sec-websocket-protocol"];
-  if (offered !== undefined) {
-    for (const entry of offered.split(",")) {
-      const protocol = entry.trim();
-      if (protocol.startsWith(BEARER_PROTOCOL) && protocol.length > BEARER_PROTOCOL.length) {
-        return protocol.slice(BEARER_PROTOCOL.length);
-      }
-    }
-  }
-  return targetOf(request)?.searchParams.get("token") || undefined;
-}
-
-/** The request's target as a URL, or undefined for one the URL parser refuses (`//x:99999/`). */
-export function targetOf(request: IncomingMessage): URL | undefined {
-  try {
-    return new URL(request.url ?? "/", "http://localhost");
-  } catch {
-    return undefined;
-  }
 }
 
 const refreshes = new WeakMap<IncomingMessage, Identity>();

@@ -9,6 +9,7 @@ import { callHook, callNow, HookError, isBoolean } from "../runtime/hooks.js";
 import { Budgets, Tally, type RateLimit } from "../runtime/rateLimit.js";
 import { AuthError, checkIdentity, isIdentityOrNull, type Identity } from "../runtime/identity.js";
 import { bearerToken } from "./auth.js";
+import { challenge } from "../runtime/bearer.js";
 import { tokenTooLong, type Limits } from "../runtime/limits.js";
 
 /** Which cross-site pages may open a socket: a list of origins, or a function deciding. */
@@ -124,7 +125,7 @@ export class Admission {
         401,
         `the token is longer than ${limits.maxTokenBytes} bytes`,
         {
-          "WWW-Authenticate": challenge("invalid-token"),
+          "WWW-Authenticate": challenge("invalid-token", request),
         },
       );
     }
@@ -150,7 +151,7 @@ export class Admission {
       const refusal =
         error instanceof AuthError ? error : new AuthError(401, "refused", "authentication failed");
       const headers =
-        refusal.status === 401 ? { "WWW-Authenticate": challenge(refusal.reason) } : {};
+        refusal.status === 401 ? { "WWW-Authenticate": challenge(refusal.reason, request) } : {};
       return refuse(refusal.reason, refusal.status, refusal.message, headers);
     }
     const rate = this.budgets.take(identity.user);
@@ -208,16 +209,6 @@ export class Admission {
     if (identity === null) throw new AuthError(401, "refused", "refused");
     return checkIdentity(identity, this.options.ids);
   }
-}
-
-/**
- * The challenge of a 401 (RFC 6750 §3): an error code only when a token came and failed; a
- * request without credentials gets the bare scheme.
- */
-export function challenge(reason: AuthError["reason"]): string {
-  if (reason === "no-token" || reason === "refused") return `Bearer realm="rollcall"`;
-  const description = reason === "expired-token" ? "the token has expired" : "the token is invalid";
-  return `Bearer realm="rollcall", error="invalid_token", error_description="${description}"`;
 }
 
 /** Answers a refused upgrade with an HTTP status, then destroys the socket. */

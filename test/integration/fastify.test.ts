@@ -124,7 +124,7 @@ describe("rollcall/fastify", function () {
     expect(leaves).to.have.length(2);
   });
 
-  it("refuses bad input with typed errors and statuses, changing nothing", async () => {
+  it("refuses bad input with typed errors and statuses (a 401 challenged per RFC 6750), changing nothing", async () => {
     const a = await instance({ presence: { limits: { maxSocketsPerUser: 2 } } });
     // Options: a typed error from app.ready(), the plugin registered after @fastify/websocket.
     const rollcall = new Rollcall(client());
@@ -147,19 +147,28 @@ describe("rollcall/fastify", function () {
       );
       await app.close().catch(() => undefined);
     }
-    // No identity: 401 before any socket opens; a user's third socket: 429.
-    const status = (protocols: string[]) =>
-      new Promise<number>((resolve) => {
+    // No identity: 401 before any socket opens, challenged as the gateway's 401 is (RFC 6750: an
+    // error code for a token refused, none without a token); a user's third socket: 429.
+    const answer = (protocols: string[]) =>
+      new Promise<[number, string | undefined]>((resolve) => {
         const ws = new WebSocket(a.url, protocols);
-        ws.on("unexpected-response", (_request, response) => resolve(response.statusCode ?? 0));
-        ws.on("open", () => resolve(101));
+        ws.on("unexpected-response", (_request, response) =>
+          resolve([response.statusCode ?? 0, response.headers["www-authenticate"]]),
+        );
+        ws.on("open", () => resolve([101, undefined]));
         ws.on("error", () => undefined);
       });
-    expect(await status([SUBPROTOCOL_V2])).to.equal(401);
-    expect(await status([SUBPROTOCOL_V2, `${BEARER_PROTOCOL}nobody`])).to.equal(401);
+    expect(await answer([SUBPROTOCOL_V2])).to.deep.equal([401, 'Bearer realm="rollcall"']);
+    expect(await answer([SUBPROTOCOL_V2, `${BEARER_PROTOCOL}nobody`])).to.deep.equal([
+      401,
+      'Bearer realm="rollcall", error="invalid_token", error_description="the token was refused"',
+    ]);
     const ann = await user(a, "ann").join("doc");
     await user(a, "ann").join("doc");
-    expect(await status([SUBPROTOCOL_V2, `${BEARER_PROTOCOL}u.ann`])).to.equal(429);
+    expect(await answer([SUBPROTOCOL_V2, `${BEARER_PROTOCOL}u.ann`])).to.deep.equal([
+      429,
+      undefined,
+    ]);
     // Frames the protocol refuses, each an error frame; the socket stays open.
     const raw = new WebSocket(a.url, [SUBPROTOCOL_V2, `${BEARER_PROTOCOL}u.bob`]);
     const frames: { type: string; code?: string; ref?: string }[] = [];

@@ -3,7 +3,7 @@
 // that Redis holds nothing new.
 import { expect } from "chai";
 import { exportJWK, generateKeyPair, SignJWT, UnsecuredJWT } from "jose";
-import { BEARER_PROTOCOL } from "../../src/gateway/index.js";
+import { BEARER_PROTOCOL, SUBPROTOCOL } from "../../src/gateway/index.js";
 import { SECRET } from "../kit/gateway.js";
 import { eventually } from "../kit/wait.js";
 import { Rollcall } from "../../src/index.js";
@@ -439,6 +439,31 @@ describe("security: a gateway process attacked over raw sockets", function () {
       expect(forged.headers["www-authenticate"]).to.equal(
         'Bearer realm="rollcall", error="invalid_token", error_description="the token is invalid"',
       );
+    });
+
+    it("challenges a 401 of an authenticate hook as RFC 6750 says: invalid_token when it refuses a token, bare without one", async () => {
+      const gateway = await startProcess({ mode: "hook", misbehave: true });
+      // No token (nor session cookie): the hook returns null, and the challenge has no error code.
+      const none = await rawUpgrade(gateway.port);
+      expect([none.status, none.headers["www-authenticate"]]).to.deep.equal([
+        401,
+        'Bearer realm="rollcall"',
+      ]);
+      // A token the hook refuses, by returning null or by failing, in the header or in the
+      // subprotocol entry browsers send: that token was refused.
+      const refused =
+        'Bearer realm="rollcall", error="invalid_token", error_description="the token was refused"';
+      for (const [kind, headers] of [
+        ["junknull", { Authorization: "Bearer u.ann" }],
+        ["junknull", { "Sec-WebSocket-Protocol": `${SUBPROTOCOL}, ${BEARER_PROTOCOL}u.ann` }],
+        ["throw", { Authorization: "Bearer u.ann" }],
+      ] as const) {
+        const answer = await rawUpgrade(gateway.port, { headers: { ...headers, "X-Hook": kind } });
+        expect([answer.status, answer.headers["www-authenticate"]], kind).to.deep.equal([
+          401,
+          refused,
+        ]);
+      }
     });
   });
 
