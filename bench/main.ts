@@ -26,6 +26,7 @@ import {
   socketIoSteps,
   type SocketIoResults,
 } from "./socketio.js";
+import { benchScripts, scriptsSteps } from "./scripts.js";
 import { benchSweep, sweepSteps } from "./sweep.js";
 import { targets } from "./targets.js";
 
@@ -90,7 +91,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       countsSteps() +
       rosterSteps(profile) +
       logSteps(profile) +
-      graceSteps(profile),
+      graceSteps(profile) +
+      scriptsSteps(profile.scripts),
   );
   const started = performance.now();
   try {
@@ -107,6 +109,8 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
     const log = await benchLog(lab, profile, progress);
     const grace = await benchGrace(lab, profile, progress);
     await lab.flush();
+    const scripts = await benchScripts(lab, profile.scripts, progress);
+    await lab.flush();
     const partial = {
       meta: meta(profile, server, embedded, started),
       heartbeat,
@@ -119,6 +123,7 @@ async function run(profile: Profile, lab: Lab, embedded: boolean): Promise<Resul
       roster,
       log,
       grace,
+      scripts,
     };
     return { ...partial, targets: targets(partial) };
   } finally {

@@ -4,6 +4,7 @@ import type { CeilingConfig } from "./ceiling.js";
 import type { LogProfile } from "./eventLog.js";
 import type { GatewayProfile } from "./gateway.js";
 import type { GraceProfile } from "./grace.js";
+import type { ScriptsProfile } from "./scripts.js";
 
 /** How much of everything to run: `full` for the committed results, `smoke` to prove it runs. */
 export interface Profile {
@@ -66,6 +67,8 @@ export interface Profile {
   log: LogProfile;
   /** The leave grace and room capacity on the heartbeat path. */
   grace: GraceProfile;
+  /** Each script's Redis time on its paths, beside its definitions alone. */
+  scripts: ScriptsProfile;
 }
 
 export const FULL: Profile = {
@@ -135,6 +138,7 @@ export const FULL: Profile = {
     steady: { roomSize: 20, clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
     paths: { rooms: 500, roomSize: 20, inFlight: 16, phases: 6 },
   },
+  scripts: { roomSizes: [5, 20], rooms: 2_000 },
 };
 
 export const SMOKE: Profile = {
@@ -196,4 +200,5 @@ export const SMOKE: Profile = {
     steady: { roomSize: 20, clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
     paths: { rooms: 50, roomSize: 20, inFlight: 16, phases: 1 },
   },
+  scripts: { roomSizes: [5, 20], rooms: 30 },
 };

@@ -20,6 +20,7 @@ import type { MemoryResults } from "./memory.js";
 import { liveSection, memorySection, sweepSection } from "./resources.js";
 import type { Load } from "./stats.js";
 import { scaleSection } from "./scale.js";
+import { scriptsSection, type ScriptsResults } from "./scripts.js";
 import type { SweepResults } from "./sweep.js";
 import { best, ceilingOf, type Target } from "./targets.js";
 
@@ -47,6 +48,7 @@ export interface Results {
   roster: RosterResults;
   log: LogResults;
   grace: GraceResults;
+  scripts: ScriptsResults;
   targets: Target[];
 }
 
@@ -330,6 +332,8 @@ export function markdown(r: Results): string {
     scaleSection(r),
     "",
     rosterSection(r),
+    "",
+    scriptsSection(r.scripts),
     "",
   ].join("\n");
 }

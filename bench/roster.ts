@@ -1,5 +1,6 @@
 import { Rollcall } from "../src/index.js";
 import { HEARTBEAT_BATCH } from "../src/engine/rollcall.js";
+import { roster } from "../src/engine/scripts/roster.js";
 import { NaiveTracker } from "../test/kit/naive.js";
 import { forEachInFlight } from "./drive.js";
 import { number, percentileCells, PERCENTILES, ratio, table } from "./format.js";
@@ -25,6 +26,8 @@ export interface RosterRow {
   p50CallUs: number;
   /** This process's CPU per listed member, decoding included, µs. */
   clientUsPerMember: number;
+  /** Of which the decoding of the pages' replies into members, µs per member. */
+  decodeUsPerMember: number;
   /** A full read (every page), call to reply, µs. */
   us: Percentiles;
 }
@@ -58,6 +61,7 @@ export async function benchRoster(
         await lab.dropReplies();
         await rollcall.rosterPages(room); // the script loaded on this connection: EVALSHA after
         const h = histogram();
+        const decoding = timeDecode();
         const cpu = process.cpuUsage();
         const [pages, latency] = await serverLatency(
           lab.admin,
@@ -77,6 +81,7 @@ export async function benchRoster(
           ["multi"],
         );
         const used = process.cpuUsage(cpu);
+        const decodeMs = decoding.stop();
         const listed = reads * roomSize;
         return {
           roomSize,
@@ -87,6 +92,7 @@ export async function benchRoster(
           worstCallUs: latency.max,
           p50CallUs: latency.p50,
           clientUsPerMember: (used.user + used.system) / listed,
+          decodeUsPerMember: (decodeMs * 1000) / listed,
           us: percentiles(h),
         };
       }),
@@ -124,6 +130,26 @@ export async function benchRoster(
   return { rows, compare };
 }
 
+/** Times roster's decode (the records' reply into members) until stopped: total ms. */
+function timeDecode(): { stop(): number } {
+  const original = Object.getOwnPropertyDescriptor(roster, "decode")!;
+  let ms = 0;
+  roster.decode = (reply, input) => {
+    const started = performance.now();
+    try {
+      return (original.value as typeof roster.decode)(reply, input);
+    } finally {
+      ms += performance.now() - started;
+    }
+  };
+  return {
+    stop: () => {
+      Object.defineProperty(roster, "decode", original);
+      return ms;
+    },
+  };
+}
+
 /**
  * `size` members in one room (named after `name`), one connection each, in batches as a gateway
  * sends them. Returns the room.
@@ -152,7 +178,8 @@ export function rosterSection(r: Results): string {
       "the commands inside it, and MULTI) over every member listed, and *per call* the same " +
       "per page; *worst call*: the longest single EXEC (INFO latencystats); *client*: this " +
       "process's CPU per member listed, " +
-      "the call, the reply's parsing and the decoding.",
+      "the call, the reply's parsing and the decoding; *decode*: the part of it spent turning " +
+      "the pages' replies into members (roster's decode, timed).",
     "",
     table(
       [
@@ -163,6 +190,7 @@ export function rosterSection(r: Results): string {
         "call p50 µs",
         "worst call µs",
         "client µs / member",
+        "decode µs / member",
         ...PERCENTILES.map((p) => `read ${p} µs`),
       ],
       rows.map((row) => [
@@ -173,6 +201,7 @@ export function rosterSection(r: Results): string {
         number(row.p50CallUs),
         number(row.worstCallUs),
         number(row.clientUsPerMember, 2),
+        number(row.decodeUsPerMember, 2),
         ...percentileCells(row.us),
       ]),
     ),

@@ -7,8 +7,8 @@
   Reply: {members (those in their leave grace included), live connections, members typing}
 ]]
 -- @include "meta"
-local m = readMeta(openRoom(ARGV[6]))
+local m = Meta.read(openRoom(ARGV[6]))
 if not m then
   return { 0, 0, 0 }
 end
-return { m[USERS], m[CONNS], m[TYPING] }
+return { m.users, m.conns, m.typing }

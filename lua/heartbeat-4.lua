@@ -5,7 +5,7 @@
   and published as 'update' (or rides the join). A user holds at most 64 connections per room: a
   new one beyond that replaces the one silent the longest, so a client reconnecting in a loop
   cannot grow the record.
-  A steady heartbeat (see steadyBeat in record) patches the connection's time in place and
+  A steady heartbeat (see Record.steadyBeat) patches the connection's time in place and
   touches nothing else: no event, no index, no due entry (those hold lower bounds, which a later
   heartbeat keeps true), no count. All the steady ones go first, one HMGET and one HSET per room;
   the others then each run the whole transition, in order.
@@ -21,8 +21,6 @@
   published or '', then per entry that did more: its index (from 0), outcome, seq or 0}.
 ]]
 -- @include "record"
--- @include "shards"
-local OUTCOME = outcomes('refreshed', 'joined', 'full')
 local FIELDS = 3
 local COLON = 58
 -- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
@@ -30,29 +28,18 @@ local COLON = 58
 -- a connection beating at least once a presence window (at most a third of the TTL) thus refreshes
 -- them at least every quarter TTL plus a window, and a steady heartbeat skips the PEXPIREs.
 local quarter = keyTtl / 4
-
 local slow = {}
-local at, index = 6, 0
-while at <= #ARGV do
-  local r, n, first = openRoom(ARGV[at]), tonumber(ARGV[at + 1]), at + 2
-  local users = {}
-  for k = 0, n - 1 do
-    users[k + 1] = ARGV[first + k * FIELDS]
-  end
-  -- The meta comes with the records: its last byte says whether they are in this hash (see
-  -- shards). Only a sharded room's is decoded here: a steady heartbeat pays one byte's read.
-  local raws = rcall('HMGET', r.key, '', unpack(users))
-  local inShards, offset = raws[1] and sbyte(raws[1], -1) > 0, 1
-  if inShards then
-    r.meta = parseMeta(raws[1])
-    raws, offset = readRecords(r, users), 0
-  end
+
+-- The steady heartbeats among a room's n entries (ARGV from `first`; the batch's `index` on),
+-- patched into their records (raws[k + offset] for entry k): the fields to write (user, record,
+-- ...), or nil. The other entries are queued in `slow`.
+local function patchSteady(r, first, n, index, raws, offset)
   -- A user may come twice (two connections): the second patch applies to the first's result.
   local patched, changed = {}, {}
-  for k = 0, n - 1 do
-    local a = first + k * FIELDS
+  for k = 1, n do
+    local a = first + (k - 1) * FIELDS
     local user, conn, options = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-    local raw = patched[user] or raws[k + 1 + offset]
+    local raw = patched[user] or raws[k + offset]
     -- A capacity without a state ('<capacity>:') changes nothing for a present user.
     local beat = (options == '' or sbyte(options, -1) == COLON) and raw and steadyBeat(raw, conn, quarter)
     if beat then
@@ -61,7 +48,7 @@ while at <= #ARGV do
       end
       patched[user] = beat
     else
-      slow[#slow + 1] = { index + k, r, user, conn, options }
+      slow[#slow + 1] = { index + k - 1, r, user, conn, options }
     end
   end
   if #changed > 0 then
@@ -69,33 +56,71 @@ while at <= #ARGV do
     for _, user in ipairs(changed) do
       fields[#fields + 1], fields[#fields + 2] = user, patched[user]
     end
-    if inShards then
-      writeRecords(r, fields)
-    else
+    return fields
+  end
+end
+
+-- A big room's records are in shards (see shards): it waits for the shards' helpers below.
+local sharded = {}
+local at, index = 6, 0
+while at <= #ARGV do
+  local r, n, first = openRoom(ARGV[at]), tonumber(ARGV[at + 1]), at + 2
+  local users = {}
+  for k = 0, n - 1 do
+    users[k + 1] = ARGV[first + k * FIELDS]
+  end
+  -- The meta comes with the records: its last byte says whether they are in this hash (see
+  -- meta). A steady heartbeat pays one byte's read of it.
+  local raws = rcall('HMGET', r.key, '', unpack(users))
+  if raws[1] and sbyte(raws[1], -1) > 0 then
+    sharded[#sharded + 1] = { r, first, n, index, users, raws[1] }
+  else
+    local fields = patchSteady(r, first, n, index, raws, 1)
+    if fields then
       rcall('HSET', r.key, unpack(fields))
     end
   end
   at, index = first + n * FIELDS, index + n
 end
-if #slow == 0 then
+if #slow == 0 and #sharded == 0 then
   -- A bare 0, not a table: Redis takes longer to reply with a table than to run this path.
   return 0
 end
 
--- Not steady: everything else is defined only now, so that a steady heartbeat never pays for it.
+-- Not steady, or in shards: everything else is defined only now, so that a steady heartbeat
+-- never pays for it.
 -- @include "presence"
+-- @include "shards"
 -- @include "replay"
+for _, room in ipairs(sharded) do
+  local r, first, n, index, users, meta = unpack(room)
+  r.meta = Meta.parse(meta)
+  local fields = patchSteady(r, first, n, index, Shards.readRecords(r, users), 0)
+  if fields then
+    Shards.writeRecords(r, fields)
+  end
+end
+-- In the batch's order, so that its events take the bucket's numbers in that order.
+if #sharded > 0 then
+  table.sort(slow, function(x, y)
+    return x[1] < y[1]
+  end)
+end
+if #slow == 0 then
+  return 0
+end
+local OUTCOME = outcomes('refreshed', 'joined', 'full')
 -- Keeps every record, and so every script, bounded.
 local MAX_CONNECTIONS = 64
 
-local resent = keptReplies()
+local resent = Replay.found()
 if resent then
   local reply = { '' }
   for _, kept in ipairs(resent) do
     local i, outcome, seq, ordinal = unpack(kept)
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = i, outcome, seq
     if ordinal ~= 0 then
-      reply[1] = epochOf(ordinal)
+      reply[1] = Epoch.of(ordinal)
     end
   end
   return reply
@@ -104,19 +129,19 @@ end
 -- One entry that is not a steady heartbeat. Returns its outcome and what it published, if any:
 -- seq, epoch and the epoch's ordinal.
 local function beat(r, user, conn, state, capacity)
-  local rec = expireOverdue(r, user, load(r, user))
+  local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
   local joined = not rec
-  if joined and capacity > 0 and memberCount(r) >= capacity then
+  if joined and capacity > 0 and Members.count(r) >= capacity then
     return OUTCOME.full
   end
   if joined then
     rec = { j = now, ids = {}, beats = {}, s = '' }
-    if not readMeta(r) then
-      createRoom(r)
-      dropIndex(r)
+    if not Meta.read(r) then
+      Meta.createRoom(r)
+      Members.dropIndex(r)
     end
   end
-  local slot, added = findConnection(rec, conn), 0
+  local slot, added = Presence.findConnection(rec, conn), 0
   local previousBeat = slot and rec.beats[slot]
   if not slot then
     slot, added = #rec.ids + 1, 1
@@ -137,28 +162,28 @@ local function beat(r, user, conn, state, capacity)
   if changed then
     rec.s = state
   end
-  save(r, user, rec)
-  adjust(r, joined and 1 or 0, added, 0)
+  Presence.save(r, user, rec)
+  Meta.adjust(r, joined and 1 or 0, added, 0)
   local outcome, seq, epoch, ordinal = OUTCOME.refreshed, nil, nil, nil
   if joined then
-    listJoined(r, user)
-    if not sharded(r) and memberCount(r) >= SHARD_FROM then
-      reshard(r, SHARDS_OF_BIG)
+    Members.listJoined(r, user)
+    if not Meta.sharded(r) and Members.count(r) >= bucket.SHARD_FROM then
+      Members.reshard(r, bucket.SHARDS_OF_BIG)
     end
     rcall('ZADD', dueKey, 'LT', now + presenceWindow, r.name)
-    if indexed(r) then
+    if Members.indexed(r) then
       rcall('ZADD', r.index, now + presenceWindow, user)
-    elseif memberCount(r) > INDEX_FROM then
-      buildIndex(r)
+    elseif Members.count(r) > Members.INDEX_FROM then
+      Members.buildIndex(r)
     end
     outcome = OUTCOME.joined
-    seq, epoch, ordinal = publish(r, user, 'join', stateFragment(rec.s) .. rosterFragment(r))
+    seq, epoch, ordinal = Events.publish(r, user, 'join', Events.stateFragment(rec.s) .. Events.rosterFragment(r))
   elseif changed then
-    seq, epoch, ordinal = publish(r, user, 'update', stateFragment(rec.s))
+    seq, epoch, ordinal = Events.publish(r, user, 'update', Events.stateFragment(rec.s))
   end
   -- After the writes: every key they made gets its expiry.
   if not previousBeat or math.floor(previousBeat / quarter) ~= math.floor(now / quarter) then
-    refreshTtl(r, user)
+    Presence.refreshTtl(r, user)
   end
   return outcome, seq, epoch, ordinal
 end
@@ -171,8 +196,8 @@ for _, entry in ipairs(slow) do
   if outcome ~= OUTCOME.refreshed or seq then
     reply[#reply + 1], reply[#reply + 2], reply[#reply + 3] = i, outcome, seq or 0
     reply[1] = epoch or reply[1]
-    keepReply(i, outcome, seq or 0, ordinal or 0)
+    Replay.keep(i, outcome, seq or 0, ordinal or 0)
   end
 end
-keepReplies()
+Replay.save()
 return #reply > 1 and reply or 0

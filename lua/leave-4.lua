@@ -19,19 +19,19 @@ if resent then
 end
 local r, user, conn = openRoom(ARGV[6]), ARGV[7], ARGV[8]
 
-local rec = expireOverdue(r, user, load(r, user))
-local slot = rec and findConnection(rec, conn)
+local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
+local slot = rec and Presence.findConnection(rec, conn)
 if not slot then
   return { OUTCOME.absent, 0, '' }
 end
 table.remove(rec.ids, slot)
 table.remove(rec.beats, slot)
-adjust(r, 0, -1, 0)
+Meta.adjust(r, 0, -1, 0)
 if #rec.ids > 0 then
-  save(r, user, rec)
+  Presence.save(r, user, rec)
   return remember(OUTCOME.removed)
 end
-local inGrace, seq, epoch, ordinal = lastConnectionGone(r, user, rec, 'explicit', now)
+local inGrace, seq, epoch, ordinal = Presence.lastConnectionGone(r, user, rec, 'explicit', now)
 if inGrace then
   return remember(OUTCOME.leaving)
 end

@@ -25,14 +25,14 @@ local scan = rcall('ZSCAN', dueKey, ARGV[7], 'COUNT', tonumber(ARGV[8]))
 local entries = scan[2]
 for i = 1, #entries, 2 do
   local r = openRoom(entries[i])
-  local m = readMeta(r)
-  if m and m[GEN] ~= gen then
-    m[GEN] = gen
-    writeMeta(r)
+  local m = Meta.read(r)
+  if m and m.gen ~= gen then
+    m.gen = gen
+    Meta.write(r)
     rcall('HINCRBY', seqKey, 'rrooms', 1)
-    rcall('HINCRBY', seqKey, 'rusers', m[USERS])
-    rcall('HINCRBY', seqKey, 'rconns', m[CONNS])
-    rcall('HINCRBY', seqKey, 'rtyping', m[TYPING])
+    rcall('HINCRBY', seqKey, 'rusers', m.users)
+    rcall('HINCRBY', seqKey, 'rconns', m.conns)
+    rcall('HINCRBY', seqKey, 'rtyping', m.typing)
   end
 end
 if scan[1] == '0' then

@@ -16,14 +16,14 @@
 -- @include "options"
 -- @include "meta"
 -- @include "epoch"
-local m = readMeta(openRoom(ARGV[6]))
-local reply = { readEpoch(), 0, m and m[USERS] or 0, '', now, m and m[SHARDS] or 0 }
+local m = Meta.read(openRoom(ARGV[6]))
+local reply = { Epoch.read(), 0, m and m.users or 0, '', now, m and m.shards or 0 }
 if logLength > 0 then
   local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
   reply[4] = last and last[1] or '0-0'
 end
 if m then
-  reply[2] = m[SEQ]
+  reply[2] = m.seq
 else
   -- An empty room's next event starts a new chain (prev 0) with a number above the counter.
   reply[2] = tonumber(rcall('HGET', seqKey, 'n')) or 0

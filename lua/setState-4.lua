@@ -16,7 +16,7 @@ if resent then
 end
 local r, user, state = openRoom(ARGV[6]), ARGV[7], ARGV[8]
 
-local rec = expireOverdue(r, user, load(r, user))
+local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
 if not rec then
   return { OUTCOME.absent, 0, '' }
 end
@@ -24,5 +24,5 @@ if rec.s == state then
   return { OUTCOME.unchanged, 0, '' }
 end
 rec.s = state
-save(r, user, rec)
-return remember(OUTCOME.updated, publish(r, user, 'update', stateFragment(state)))
+Presence.save(r, user, rec)
+return remember(OUTCOME.updated, Events.publish(r, user, 'update', Events.stateFragment(state)))

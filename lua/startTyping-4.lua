@@ -17,20 +17,20 @@ if resent then
 end
 local r, user = openRoom(ARGV[6]), ARGV[7]
 
-local rec = expireOverdue(r, user, load(r, user))
+local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
 if not rec or rec.g then
   return { OUTCOME.absent, 0, '' }
 end
 local started = not rec.t
 rec.t = now
-save(r, user, rec)
+Presence.save(r, user, rec)
 if not started then
   -- The due entry and the index hold the mark's first deadline, a lower bound of this one.
   return { OUTCOME.refreshed, 0, '' }
 end
-adjust(r, 0, 0, 1)
+Meta.adjust(r, 0, 0, 1)
 rcall('ZADD', dueKey, 'LT', now + typingWindow, r.name)
-if indexed(r) then
+if Members.indexed(r) then
   rcall('ZADD', r.index, 'LT', now + typingWindow, user)
 end
-return remember(OUTCOME.started, publish(r, user, 'typing-start', ''))
+return remember(OUTCOME.started, Events.publish(r, user, 'typing-start', ''))

@@ -16,10 +16,10 @@ if resent then
 end
 local r, user = openRoom(ARGV[6]), ARGV[7]
 
-local rec = expireOverdue(r, user, load(r, user))
+local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
 if not rec or not rec.t then
   return { OUTCOME.notTyping, 0, '' }
 end
-local seq, epoch, ordinal = endTyping(r, user, rec, 'explicit')
-save(r, user, rec)
+local seq, epoch, ordinal = Presence.endTyping(r, user, rec, 'explicit')
+Presence.save(r, user, rec)
 return remember(OUTCOME.stopped, seq, epoch, ordinal)

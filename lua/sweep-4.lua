@@ -21,12 +21,13 @@
 ]]
 -- @include "presence"
 -- @include "replay"
--- A kept sweep: its counts in the entry's seq (16 bits each), rooms and more in index and outcome.
+-- A kept sweep: three entries, each with the rooms visited as its index and more as its outcome,
+-- whose seqs (48 bits) hold the connections dropped, the leaves and the typing stops.
 do
-  local resent = keptReplies()
+  local resent = Replay.found()
   if resent then
-    local rooms, more, counts = unpack(resent[1])
-    return { math.floor(counts / 2 ^ 32), math.floor(counts / 2 ^ 16) % 2 ^ 16, counts % 2 ^ 16, more, 0, rooms, '' }
+    local rooms, more = unpack(resent[1])
+    return { resent[1][3], resent[2][3], resent[3][3], more, 0, rooms, '' }
   end
 end
 local batch, roomLimit = tonumber(ARGV[7]), tonumber(ARGV[8])
@@ -43,7 +44,7 @@ end
 
 local dropped, leaves, stops, expired = 0, 0, 0, 0
 local function expireCounted(r, user, rec)
-  local live, d, l, s = expire(r, user, rec)
+  local live, d, l, s = Presence.expire(r, user, rec)
   dropped, leaves, stops, expired = dropped + d, leaves + l, stops + s, expired + 1
   return live
 end
@@ -51,10 +52,10 @@ end
 -- The earliest deadline of a room without an index, expiring up to the batch on the way: the
 -- members due in the order of their ids, however the room's records are stored (see shards).
 local function scanRoom(r)
-  local users, raws = readMembers(r)
+  local users, raws = Members.read(r)
   local earliest, due = nil, {}
   for i, user in ipairs(users) do
-    local at = packedDeadline(raws[i])
+    local at = Record.packedDeadline(raws[i])
     if at <= now then
       due[#due + 1] = i
     elseif not earliest or at < earliest then
@@ -65,10 +66,10 @@ local function scanRoom(r)
     return users[a] < users[b]
   end)
   for _, i in ipairs(due) do
-    local at = packedDeadline(raws[i])
+    local at = Record.packedDeadline(raws[i])
     if expired < batch then
-      local rec = expireCounted(r, users[i], decode(raws[i]))
-      at = rec and deadline(rec)
+      local rec = expireCounted(r, users[i], Record.decode(raws[i]))
+      at = rec and Record.deadline(rec)
     end
     if at and (not earliest or at < earliest) then
       earliest = at
@@ -79,37 +80,37 @@ end
 
 -- Expires what is due in one room; returns its next deadline, or nil once it is gone.
 local function sweepRoom(r)
-  if not readMeta(r) then
+  if not Meta.read(r) then
     -- Gone unannounced: its keys expired (no sweeper ran for a key TTL), or data was lost.
     rcall('ZREM', dueKey, r.name)
     rcall('DEL', r.index)
     return nil
   end
   local earliest
-  if indexed(r) then
+  if Members.indexed(r) then
     for _, user in ipairs(rcall('ZRANGE', r.index, '-inf', now, 'BYSCORE', 'LIMIT', 0, batch - expired)) do
-      local rec = load(r, user)
-      if rec and deadline(rec) <= now then
+      local rec = Presence.load(r, user)
+      if rec and Record.deadline(rec) <= now then
         rec = expireCounted(r, user, rec)
       end
       if rec then
         -- XX: an index dropped meanwhile (the room shrank) must not come back with one entry.
-        rcall('ZADD', r.index, 'XX', deadline(rec), user)
+        rcall('ZADD', r.index, 'XX', Record.deadline(rec), user)
       else
         rcall('ZREM', r.index, user)
       end
     end
-    if indexed(r) then
+    if Members.indexed(r) then
       earliest = tonumber(rcall('ZRANGE', r.index, 0, 0, 'WITHSCORES')[2])
     end
   end
-  if not earliest and readMeta(r) then
+  if not earliest and Meta.read(r) then
     earliest = scanRoom(r)
   end
   if earliest then
     rcall('ZADD', dueKey, earliest, r.name)
-  elseif readMeta(r) then
-    dropRoom(r)
+  elseif Meta.read(r) then
+    Members.dropRoom(r)
   end
   return earliest
 end
@@ -135,7 +136,9 @@ if ARGV[6] == '' and #names == roomLimit and settled > 0 then
   more = 1
 end
 if expired > 0 then
-  keepReply(#names, more, dropped * 2 ^ 32 + leaves * 2 ^ 16 + stops, 0)
-  keepReplies()
+  for _, count in ipairs({ dropped, leaves, stops }) do
+    Replay.keep(#names, more, count, 0)
+  end
+  Replay.save()
 end
 return { dropped, leaves, stops, more, lag, #names, failure }

@@ -35,13 +35,3 @@ local keyTtl = tonumber(ARGV[3])
 local function openRoom(name)
   return { name = name, key = tag .. ':u:' .. name, index = tag .. ':z:' .. name }
 end
-
--- A script's outcomes, named once: outcomes('a', 'b').b == 1. The TypeScript side decodes them
--- by the same names, in the same order (a test reads both).
-local function outcomes(...)
-  local codes = {}
-  for i, name in ipairs({ ... }) do
-    codes[name] = i - 1
-  end
-  return codes
-end

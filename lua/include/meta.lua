@@ -12,67 +12,82 @@
   into 'r<count>' fields, marking each room it counted with its generation ('ra' while it runs):
   a change to a room already counted goes to both, so the new counts are exact when it ends.
 ]]
--- @include "bucket"
-local META = '>I6I4I4I4I4B'
-local SEQ, USERS, CONNS, TYPING, GEN, SHARDS = 1, 2, 3, 4, 5, 6
-local COUNTS = { [USERS] = 'users', [CONNS] = 'conns', [TYPING] = 'typing' }
+-- @include "modules"
+local Meta = defineModule('Meta', function(bucket)
+  local rcall, seqKey = redis.call, bucket.seq
+  local META = '>I6I4I4I4I4B'
 
--- A meta as stored (or false) as a table indexed by SEQ, USERS, ..., or false.
-local function parseMeta(raw)
-  if not raw then
-    return false
+  -- A meta as stored as {seq, users, conns, typing, gen, shards}, or false for none.
+  local function parse(raw)
+    if not raw then
+      return false
+    end
+    local seq, users, conns, typing, gen, shards = struct.unpack(META, raw)
+    return { seq = seq, users = users, conns = conns, typing = typing, gen = gen, shards = shards }
   end
-  local m = { sunpack(META, raw) }
-  m[SHARDS + 1] = nil -- unpack's next position
-  return m
-end
 
--- The room's meta, or nil when the room has no members.
-local function readMeta(r)
-  if r.meta == nil then
-    r.meta = parseMeta(rcall('HGET', r.key, ''))
+  -- The room's meta, or nil when the room has no members.
+  local function read(r)
+    if r.meta == nil then
+      r.meta = parse(rcall('HGET', r.key, ''))
+    end
+    return r.meta or nil
   end
-  return r.meta or nil
-end
 
-local function writeMeta(r)
-  local m = r.meta
-  rcall('HSET', r.key, '', spack(META, m[SEQ], m[USERS], m[CONNS], m[TYPING], m[GEN], m[SHARDS]))
-end
-
--- The generation of the reconcile in progress in this bucket, or 0.
-local reconciling
-local function activeReconcile()
-  reconciling = reconciling or tonumber(rcall('HGET', seqKey, 'ra')) or 0
-  return reconciling
-end
-
--- Adds to the bucket's count `name` (and a reconcile's, when it counted the room already).
-local function addToBucket(r, name, delta)
-  rcall('HINCRBY', seqKey, name, delta)
-  local gen = activeReconcile()
-  if gen ~= 0 and r.meta and r.meta[GEN] == gen then
-    rcall('HINCRBY', seqKey, 'r' .. name, delta)
+  -- Whether the room's records are in shards (see shards).
+  local function sharded(r)
+    local m = read(r)
+    return m and m.shards > 0
   end
-end
 
--- The room's counts change by these deltas, and so do its bucket's.
-local function adjust(r, users, conns, typing)
-  local m = readMeta(r)
-  local deltas = { [USERS] = users, [CONNS] = conns, [TYPING] = typing }
-  for field, delta in pairs(deltas) do
-    if delta ~= 0 then
-      m[field] = m[field] + delta
-      addToBucket(r, COUNTS[field], delta)
+  local function write(r)
+    local m = r.meta
+    rcall('HSET', r.key, '', struct.pack(META, m.seq, m.users, m.conns, m.typing, m.gen, m.shards))
+  end
+
+  -- The generation of the reconcile in progress in this bucket, or 0.
+  local reconciling
+  local function activeReconcile()
+    reconciling = reconciling or tonumber(rcall('HGET', seqKey, 'ra')) or 0
+    return reconciling
+  end
+
+  -- Adds to the bucket's count `name` (and a reconcile's, when it counted the room already).
+  local function addToBucket(r, name, delta)
+    rcall('HINCRBY', seqKey, name, delta)
+    local gen = activeReconcile()
+    if gen ~= 0 and r.meta and r.meta.gen == gen then
+      rcall('HINCRBY', seqKey, 'r' .. name, delta)
     end
   end
-  writeMeta(r)
-end
 
--- A room gets its first member: a new chain of events (the room's members may have vanished
--- unannounced with the safety-net expiry, so no event may claim to follow its last one).
-local function createRoom(r)
-  r.meta = { 0, 0, 0, 0, activeReconcile(), 0 }
-  writeMeta(r)
-  addToBucket(r, 'rooms', 1)
-end
+  -- The room's counts change by these deltas, and so do its bucket's.
+  local function adjust(r, users, conns, typing)
+    local m = read(r)
+    for name, delta in pairs({ users = users, conns = conns, typing = typing }) do
+      if delta ~= 0 then
+        m[name] = m[name] + delta
+        addToBucket(r, name, delta)
+      end
+    end
+    write(r)
+  end
+
+  -- A room gets its first member: a new chain of events (the room's members may have vanished
+  -- unannounced with the safety-net expiry, so no event may claim to follow its last one).
+  local function createRoom(r)
+    r.meta = { seq = 0, users = 0, conns = 0, typing = 0, gen = activeReconcile(), shards = 0 }
+    write(r)
+    addToBucket(r, 'rooms', 1)
+  end
+
+  return {
+    parse = parse,
+    read = read,
+    sharded = sharded,
+    write = write,
+    addToBucket = addToBucket,
+    adjust = adjust,
+    createRoom = createRoom,
+  }
+end)

@@ -11,14 +11,15 @@
     state      the rest: JSON, or '' for none
 
   TIME is 6 bytes, big-endian milliseconds. The offsets are named here and nowhere else: every
-  script reads and writes records through these functions.
+  script reads and writes records through these functions, or through the module Record
+  (include/codec.lua) built on them. What a steady heartbeat runs is defined here, at the top
+  level: it is the one path that must define nothing else.
 ]]
 -- @include "bucket"
 local TIME, TIME_BYTES = '>I6', 6
 local FLAGS_AT = TIME_BYTES + 1
 local TYPING = 128
 local GRACE, GRACE_BYTES = '>I6B', TIME_BYTES + 1
-local GRACE_REASONS = { 'explicit', 'expired', explicit = 1, expired = 2 }
 
 -- Where the connections start, how many there are, and the typing time or nil.
 local function recordHead(raw)
@@ -35,80 +36,6 @@ local function connectionAt(raw, pos)
   local len = sbyte(raw, pos)
   local beatAt = pos + 1 + len
   return ssub(raw, pos + 1, beatAt - 1), (sunpack(TIME, raw, beatAt)), beatAt, beatAt + TIME_BYTES
-end
-
-local function joinedAtOf(raw)
-  return (sunpack(TIME, raw))
-end
-
--- The record with the heartbeat stored at `beatAt` replaced.
-local function withBeat(raw, beatAt, at)
-  return ssub(raw, 1, beatAt - 1) .. spack(TIME, at) .. ssub(raw, beatAt + TIME_BYTES)
-end
-
--- {j = joinedAt, t = typedAt or nil, ids = {...}, beats = {...}, g = grace end or nil,
---  r = grace reason, s = state or ''}
-local function decode(raw)
-  local pos, n, typedAt = recordHead(raw)
-  local rec = { j = joinedAtOf(raw), t = typedAt, ids = {}, beats = {} }
-  for i = 1, n do
-    local id, beat, _, nextPos = connectionAt(raw, pos)
-    rec.ids[i], rec.beats[i], pos = id, beat, nextPos
-  end
-  if n == 0 then
-    local g, r = sunpack(GRACE, raw, pos)
-    rec.g, rec.r, pos = g, GRACE_REASONS[r], pos + GRACE_BYTES
-  end
-  rec.s = ssub(raw, pos)
-  return rec
-end
-
-local function encode(rec)
-  local n = #rec.ids
-  local parts = { spack(TIME .. 'B', rec.j, n + (rec.t and TYPING or 0)) }
-  if rec.t then
-    parts[2] = spack(TIME, rec.t)
-  end
-  for i = 1, n do
-    parts[#parts + 1] = schar(#rec.ids[i]) .. rec.ids[i] .. spack(TIME, rec.beats[i])
-  end
-  if n == 0 then
-    parts[#parts + 1] = spack(GRACE, rec.g, GRACE_REASONS[rec.r])
-  end
-  parts[#parts + 1] = rec.s
-  return table.concat(parts)
-end
-
--- When something in a decoded record next expires: its leave grace, its oldest connection, or
--- its typing mark.
-local function deadline(rec)
-  if rec.g then
-    return rec.g
-  end
-  local at = math.min(unpack(rec.beats)) + presenceWindow
-  if rec.t and rec.t + typingWindow < at then
-    at = rec.t + typingWindow
-  end
-  return at
-end
-
--- The same deadline, read straight from a packed record: a sweep weighs every record of a room
--- and decodes only those it expires.
-local function packedDeadline(raw)
-  local pos, n, typedAt = recordHead(raw)
-  local at = typedAt and typedAt + typingWindow
-  for _ = 1, n do
-    local _, beat, _, nextPos = connectionAt(raw, pos)
-    if not at or beat + presenceWindow < at then
-      at = beat + presenceWindow
-    end
-    pos = nextPos
-  end
-  return at or (sunpack(TIME, raw, pos))
-end
-
-local function lastSeen(rec)
-  return math.max(0, unpack(rec.beats))
 end
 
 -- The record with connection `conn`'s heartbeat moved to now, if that is all this heartbeat
@@ -132,8 +59,8 @@ local function steadyBeat(raw, conn, quarter)
     end
     pos = nextPos
   end
-  if not beatAt or math.floor(last / quarter) ~= math.floor(now / quarter) or last == joinedAtOf(raw) then
+  if not beatAt or math.floor(last / quarter) ~= math.floor(now / quarter) or last == sunpack(TIME, raw) then
     return nil
   end
-  return withBeat(raw, beatAt, now)
+  return ssub(raw, 1, beatAt - 1) .. spack(TIME, now) .. ssub(raw, beatAt + TIME_BYTES)
 end

@@ -7,41 +7,45 @@
     call 2 bytes | index in a batch 2 | outcome 1 | seq 6 | epoch ordinal 2 (see events)
   and the string expires the replay window after its last entry.
 ]]
--- @include "bucket"
 -- @include "options"
-local ENTRY, ENTRY_BYTES = '>I2I2BI6I2', 13
-local callNumber = tonumber(ARGV[5])
-local kept = {}
+local Replay = defineModule('Replay', function(bucket)
+  local rcall, spack, sunpack, replayKey = redis.call, struct.pack, struct.unpack, bucket.replay
+  local ENTRY, ENTRY_BYTES = '>I2I2BI6I2', 13
+  local callNumber = tonumber(ARGV[5])
+  local kept = {}
 
--- The entries an earlier run of this call kept, as {index, outcome, seq, ordinal}, or nil.
-local function keptReplies()
-  local all = rcall('GET', replayKey)
-  local prefix, found, from = spack('>I2', callNumber), nil, 1
-  while all do
-    local at = string.find(all, prefix, from, true)
-    if not at then
-      break
+  -- The entries an earlier run of this call kept, as {index, outcome, seq, ordinal}, or nil.
+  local function found()
+    local all = rcall('GET', replayKey)
+    local prefix, entries, from = spack('>I2', callNumber), nil, 1
+    while all do
+      local at = string.find(all, prefix, from, true)
+      if not at then
+        break
+      end
+      if (at - 1) % ENTRY_BYTES == 0 then
+        local _, index, outcome, seq, ordinal = sunpack(ENTRY, all, at)
+        entries = entries or {}
+        entries[#entries + 1] = { index, outcome, seq, ordinal }
+        from = at + ENTRY_BYTES
+      else
+        from = at + 1
+      end
     end
-    if (at - 1) % ENTRY_BYTES == 0 then
-      local _, index, outcome, seq, ordinal = sunpack(ENTRY, all, at)
-      found = found or {}
-      found[#found + 1] = { index, outcome, seq, ordinal }
-      from = at + ENTRY_BYTES
-    else
-      from = at + 1
+    return entries
+  end
+
+  -- Keeps one outcome of this call, written by save().
+  local function keep(index, outcome, seq, ordinal)
+    kept[#kept + 1] = spack(ENTRY, callNumber, index, outcome, seq, ordinal)
+  end
+
+  local function save()
+    if #kept > 0 then
+      rcall('APPEND', replayKey, table.concat(kept))
+      rcall('PEXPIRE', replayKey, bucket.replayWindow)
     end
   end
-  return found
-end
 
--- Keeps one outcome of this call, written by keepReplies().
-local function keepReply(index, outcome, seq, ordinal)
-  kept[#kept + 1] = spack(ENTRY, callNumber, index, outcome, seq, ordinal)
-end
-
-local function keepReplies()
-  if #kept > 0 then
-    rcall('APPEND', replayKey, table.concat(kept))
-    rcall('PEXPIRE', replayKey, replayWindow)
-  end
-end
+  return { found = found, keep = keep, save = save }
+end)

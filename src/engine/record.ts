@@ -12,8 +12,10 @@
 export interface DecodedRecord {
   joinedAt: number;
   typedAt: number | null;
-  /** Each connection's last heartbeat, ms. */
-  beats: number[];
+  /** Live connections. */
+  connections: number;
+  /** The latest of their heartbeats, ms (0 with none). */
+  lastBeat: number;
   /** With no connection left: when the member's leave grace ends. */
   graceEnd: number | null;
   /** State JSON, or "" for none. */
@@ -25,6 +27,7 @@ const FLAGS_AT = TIME_BYTES;
 const TYPING = 128;
 const GRACE_BYTES = TIME_BYTES + 1;
 
+/** Reads a record without an array or a copy per connection: a roster decodes thousands. */
 export function decodeRecord(raw: Buffer): DecodedRecord {
   const flags = raw[FLAGS_AT]!;
   let at = FLAGS_AT + 1;
@@ -33,14 +36,16 @@ export function decodeRecord(raw: Buffer): DecodedRecord {
     typedAt = raw.readUIntBE(at, TIME_BYTES);
     at += TIME_BYTES;
   }
-  const beats: number[] = [];
-  for (let i = 0; i < (flags & ~TYPING); i++) {
+  const connections = flags & ~TYPING;
+  let lastBeat = 0;
+  for (let i = 0; i < connections; i++) {
     const length = raw[at]!;
-    beats.push(raw.readUIntBE(at + 1 + length, TIME_BYTES));
+    const beat = raw.readUIntBE(at + 1 + length, TIME_BYTES);
+    if (beat > lastBeat) lastBeat = beat;
     at += 1 + length + TIME_BYTES;
   }
   let graceEnd: number | null = null;
-  if (beats.length === 0) {
+  if (connections === 0) {
     graceEnd = raw.readUIntBE(at, TIME_BYTES);
     at += GRACE_BYTES;
   }
@@ -48,8 +53,9 @@ export function decodeRecord(raw: Buffer): DecodedRecord {
   return {
     joinedAt: raw.readUIntBE(0, TIME_BYTES),
     typedAt,
-    beats,
+    connections,
+    lastBeat,
     graceEnd,
-    state: raw.toString("utf8", at),
+    state: at === raw.length ? "" : raw.toString("utf8", at),
   };
 }

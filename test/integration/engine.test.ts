@@ -3,6 +3,7 @@ import { expect } from "chai";
 import { Rollcall, SettingsMismatchError } from "../../src/index.js";
 import { Scripts } from "../../src/engine/script.js";
 import { heartbeat } from "../../src/engine/scripts/heartbeat.js";
+import { sweep } from "../../src/engine/scripts/sweep.js";
 import { advanceClock, passTime, stopClock } from "../kit/clock.js";
 import { caughtUp, IMMEDIATE, client, listen } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
@@ -220,5 +221,37 @@ describe("replies of resent calls", () => {
       full: false,
       event: null,
     });
+  });
+  it("gives a resent sweep its counts, past 65,535 connections dropped in one call", async function () {
+    this.timeout(120_000);
+    const redis = client();
+    const rc = new Rollcall(redis, { ...IMMEDIATE, replayWindowMs: 60_000 });
+    // 1,030 users of 64 connections each: 65,920 connections, more than 16 bits count.
+    const connections = Array.from({ length: 64 }, (_, c) => `c${c}`);
+    const beats = users(1_030).flatMap((user) =>
+      connections.map((connection) => ({ room: "room", user, connection })),
+    );
+    for (let i = 0; i < beats.length; i += 4_096) await rc.heartbeatMany(beats.slice(i, i + 4_096));
+    expect((await rc.count("room")).connections).to.equal(65_920);
+    await advanceClock(redis, rc, rc.settings.presenceWindowMs + 1);
+    const { bucket } = rc.layout.room("room");
+    const s = rc.settings;
+    const once = () =>
+      new Scripts(redis).run(
+        sweep,
+        [...rc.layout.bucketKeys(bucket), rc.layout.replay(bucket, "test", 0)],
+        [
+          s.presenceWindowMs,
+          s.typingWindowMs,
+          s.keyTtlMs,
+          `${s.eventRosterLimit} ${s.logLength} ${s.leaveGraceMs} ${s.replayWindowMs}`,
+          7,
+          "room",
+        ],
+        { batch: 10_000, rooms: 1 },
+      );
+    const first = await once();
+    expect(first).to.deep.include({ connections: 65_920, leaves: 1_030, typingStops: 0 });
+    expect(await once()).to.deep.include({ connections: 65_920, leaves: 1_030, more: false });
   });
 });

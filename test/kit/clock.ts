@@ -16,7 +16,7 @@ replaceIncludes({ clock: CLOCK });
  * test's few members go through both moves.
  */
 export function smallShards(on: boolean): void {
-  const shardSizes = "local SHARDS_OF_BIG, SHARD_FROM, SHARD_UNTIL = 4, 3, 2\n";
+  const shardSizes = "bucket.SHARDS_OF_BIG, bucket.SHARD_FROM, bucket.SHARD_UNTIL = 4, 3, 2\n";
   replaceIncludes(on ? { clock: CLOCK, shardSizes } : { clock: CLOCK });
 }
 

@@ -35,6 +35,25 @@ describe("the Lua loader", () => {
   });
 });
 
+/** The names a chunk declares at its top level (`local x, y = ...`, `local function f`). */
+function topLevelNames(lua: string): string[] {
+  return [
+    ...lua.matchAll(/^local (?:function ([A-Za-z_]\w*)|([A-Za-z_][\w, ]*?)\s*(?:=|$))/gm),
+  ].flatMap(([, fn, list]) => (fn ? [fn] : list!.split(",").map((name) => name.trim())));
+}
+
+describe("the expanded scripts", () => {
+  it("keep at most 60 names at their top level: a slow path's helpers live in modules", () => {
+    const fixture = "local a, b = 1, 2\nlocal function f()\n  local c = 3\nend\nlocal d\n";
+    expect(topLevelNames(fixture)).to.deep.equal(["a", "b", "f", "d"]);
+    for (const { name, lua } of loadScripts().values()) {
+      const names = topLevelNames(lua);
+      expect(new Set(names).size, `${name} declares a name twice`).to.equal(names.length);
+      expect(names.length, name).to.be.at.most(60);
+    }
+  });
+});
+
 describe("outcome codes", () => {
   it("are named alike, in the same order, by each script and its TypeScript decoder", async () => {
     const modules = await Promise.all(

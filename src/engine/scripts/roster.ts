@@ -62,9 +62,8 @@ function member(user: string, raw: Buffer, leaveGraceMs: number): RosterMember {
   }
   return {
     user,
-    connections: record.beats.length,
-    lastSeen:
-      record.graceEnd !== null ? record.graceEnd - leaveGraceMs : Math.max(0, ...record.beats),
+    connections: record.connections,
+    lastSeen: record.graceEnd !== null ? record.graceEnd - leaveGraceMs : record.lastBeat,
     joinedAt: record.joinedAt,
     typedAt: record.typedAt,
     leavingAt: record.graceEnd,
@@ -137,10 +136,13 @@ export const roster: Script<RosterInput, Roster | Reshaped> = {
     // read whole; when HSCAN reads it in parts, they are its pages from the start.
     const after = complete && cursor.startsWith(">") ? cursor.slice(1) : null;
     let members: RosterMember[] = [];
+    // Ids of ASCII alone sort by the engine's own comparison, byte order already.
+    let ascii = true;
     for (const fields of records) {
       if (!Array.isArray(fields)) return reply.unexpected("the room's records");
       for (let i = 0; i + 1 < fields.length; i += 2) {
         const user = text(fields[i], reply, `user at ${i}`);
+        ascii &&= user.length === (fields[i] as Buffer).length;
         if (user === "") continue; // the room's meta
         if (after !== null && compareIds(user, after) <= 0) continue;
         const raw: unknown = fields[i + 1];
@@ -153,7 +155,9 @@ export const roster: Script<RosterInput, Roster | Reshaped> = {
         }
       }
     }
-    members.sort((a, b) => compareIds(a.user, b.user));
+    members.sort(
+      ascii ? (a, b) => (a.user < b.user ? -1 : 1) : (a, b) => compareIds(a.user, b.user),
+    );
     let page: string | null = next === "0" ? null : next;
     if (read.kind === "shards" && read.next < shards) page = `s${read.next}:${shards}`;
     if (complete && members.length > limit) {

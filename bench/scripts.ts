@@ -1,0 +1,222 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { Rollcall } from "../src/index.js";
+import { expandIncludes, LUA_DIR } from "../src/engine/loader.js";
+import { captureEvalsha, makeSteady } from "./ceiling.js";
+import { forEachInFlight } from "./drive.js";
+import type { Lab } from "./lab.js";
+import { NAIVE_JOIN, NAIVE_LEAVE, NAIVE_TYPING } from "./lua.js";
+import { number, ratio, table } from "./format.js";
+import { padded } from "./population.js";
+import type { Progress } from "./progress.js";
+import { commandStats, resetStats } from "./stats.js";
+
+/**
+ * What each script costs Redis on the path a call takes, beside what its definitions alone cost
+ * (the script cut before its first statement, `return 0`, sent the same keys and arguments): so
+ * that helpers defined for paths a call does not take cannot hide in its cost again. The
+ * transitions are measured beside the naive tracker's equivalents as one script each.
+ */
+export interface ScriptsProfile {
+  roomSizes: number[];
+  /** Rooms per size: calls per measured path. */
+  rooms: number;
+}
+
+export interface ScriptCost {
+  /** The script and the path its calls took. */
+  script: string;
+  path: string;
+  roomSize: number;
+  /** Redis time per call, µs (INFO commandstats), of the path, and of its definitions alone. */
+  us: number;
+  definitionsUs: number;
+  /** The naive tracker's equivalent as one script, where it has one. */
+  naiveUs: number | null;
+}
+
+export interface ScriptsResults {
+  rooms: number;
+  costs: ScriptCost[];
+}
+
+/** The script's source up to its first statement (its header and include lines), expanded. */
+export function definitionsOnly(script: string): string {
+  const file = readdirSync(LUA_DIR).find((f) => f.startsWith(`${script}-`));
+  if (!file) throw new Error(`no lua/${script}-N.lua`);
+  const lines = readFileSync(new URL(file, LUA_DIR), "utf8").split("\n");
+  const header = lines.findIndex((line) => line.startsWith("]]")) + 1;
+  let end = header;
+  while (lines[end]?.startsWith("-- @include ")) end++;
+  const readInclude = (name: string) => {
+    try {
+      return readFileSync(new URL(`include/${name}.lua`, LUA_DIR), "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+  return expandIncludes([...lines.slice(0, end), "return 0"].join("\n"), file, readInclude);
+}
+
+/** Redis time per script call since the last reset, µs: EVALSHA and EVAL alike. */
+async function usPerCall(lab: Lab): Promise<number> {
+  const stats = await commandStats(lab.admin);
+  const [calls, usec] = ["evalsha", "eval"].reduce(
+    ([c, u], name) => [c + (stats.get(name)?.calls ?? 0), u + (stats.get(name)?.usec ?? 0)],
+    [0, 0],
+  );
+  if (calls === 0) throw new Error("no script ran");
+  return usec / calls;
+}
+
+/** Each call once per room, timed by Redis; one of them captured first, for its definitions. */
+async function measure(
+  lab: Lab,
+  count: number,
+  call: (i: number) => Promise<unknown>,
+): Promise<{ us: number; command: string[] }> {
+  await call(0);
+  const command = await captureEvalsha(lab, () => call(1));
+  await lab.collectLuaGarbage();
+  await resetStats(lab.admin);
+  await forEachInFlight(
+    Array.from({ length: count - 2 }, (_, i) => i + 2),
+    16,
+    call,
+  );
+  return { us: await usPerCall(lab), command };
+}
+
+/** Redis time per call of `lua`, sent each of `calls` (keys and arguments as EVALSHA takes). */
+async function scriptUs(lab: Lab, lua: string, calls: readonly string[][]): Promise<number> {
+  const sha = (await lab.admin.script("LOAD", lua)) as string;
+  const client = lab.connect({ enableAutoPipelining: true });
+  await lab.collectLuaGarbage();
+  await resetStats(lab.admin);
+  await Promise.all(calls.map((args) => client.call("EVALSHA", sha, ...args)));
+  lab.release(client);
+  return usPerCall(lab);
+}
+
+export function scriptsSteps(profile: ScriptsProfile): number {
+  return profile.roomSizes.length;
+}
+
+export async function benchScripts(
+  lab: Lab,
+  profile: ScriptsProfile,
+  progress: Progress,
+): Promise<ScriptsResults> {
+  const costs: ScriptCost[] = [];
+  for (const roomSize of profile.roomSizes) {
+    await progress.step(`scripts: rooms of ${roomSize}`, async () => {
+      costs.push(...(await roomsOf(lab, profile.rooms, roomSize)));
+      await lab.flush();
+    });
+  }
+  return { rooms: profile.rooms, costs };
+}
+
+/** `rooms` rooms of roomSize - 1 present users; each path once per room, by one more user. */
+async function roomsOf(lab: Lab, rooms: number, roomSize: number): Promise<ScriptCost[]> {
+  const client = lab.connect({ enableAutoPipelining: true });
+  // One bucket and an hour's window: nobody expires, every room's keys share one tag.
+  const rollcall = new Rollcall(client, {
+    prefix: `scripts${roomSize}`,
+    buckets: 1,
+    presenceWindowMs: 3_600_000,
+    leaveGraceMs: 0,
+    keyTtlMs: 30 * 86_400_000,
+  });
+  const room = (i: number) => padded("r", i);
+  const others = Array.from({ length: rooms * (roomSize - 1) }, (_, i) => ({
+    room: room(Math.floor(i / (roomSize - 1))),
+    user: padded("u", i % (roomSize - 1)),
+  }));
+  await forEachInFlight(others, 64, (m) => rollcall.heartbeat(m.room, m.user, "c1"));
+  const naiveKey = (i: number) => `naive${roomSize}:${room(i)}`;
+  for (let i = 0; i < rooms; i++) {
+    const members = Array.from({ length: roomSize - 1 }, (_, u) => [Date.now() / 1000, `u${u}`]);
+    await client.zadd(naiveKey(i), ...members.flat());
+  }
+  const costs: ScriptCost[] = [];
+  const path = async (
+    script: string,
+    name: string,
+    call: (i: number) => Promise<unknown>,
+    naive: number | null = null,
+  ) => {
+    const { us, command } = await measure(lab, rooms, call);
+    const definitions = await scriptUs(
+      lab,
+      definitionsOnly(script),
+      Array.from({ length: rooms }, () => command.slice(2)),
+    );
+    costs.push({ script, path: name, roomSize, us, definitionsUs: definitions, naiveUs: naive });
+  };
+  const joinerAt = (i: number) => [naiveKey(i), `presence:${room(i)}:events`];
+  const naiveJoin = await scriptUs(
+    lab,
+    NAIVE_JOIN,
+    Array.from({ length: rooms }, (_, i) => ["2", ...joinerAt(i), "joiner", "3600"]),
+  );
+  await path("heartbeat", "join", (i) => rollcall.heartbeat(room(i), "joiner", "c1"), naiveJoin);
+  // A connection's first beats after its join are not steady (they may be the join resent).
+  const joiners = Array.from({ length: rooms }, (_, i) => ({
+    room: room(i),
+    user: "joiner",
+    connection: "c1",
+  }));
+  await makeSteady(lab, rollcall, joiners);
+  await path("heartbeat", "steady", (i) => rollcall.heartbeat(room(i), "joiner", "c1"));
+  await path("setState", "update", (i) => rollcall.setState(room(i), "joiner", { s: 1 }));
+  const naiveTyping = await scriptUs(
+    lab,
+    NAIVE_TYPING,
+    Array.from({ length: rooms }, (_, i) => [
+      "2",
+      `${naiveKey(i)}:typing`,
+      joinerAt(i)[1]!,
+      "joiner",
+      "15",
+    ]),
+  );
+  await path("startTyping", "start", (i) => rollcall.startTyping(room(i), "joiner"), naiveTyping);
+  await path("stopTyping", "stop", (i) => rollcall.stopTyping(room(i), "joiner"));
+  await path("roster", "page", (i) => rollcall.roster(room(i)));
+  await path("count", "read", (i) => rollcall.count(room(i)));
+  await path("sweep", "nothing due", () => rollcall.sweepBucket(0));
+  const naiveLeave = await scriptUs(
+    lab,
+    NAIVE_LEAVE,
+    Array.from({ length: rooms }, (_, i) => ["2", ...joinerAt(i), "joiner", "3600"]),
+  );
+  await path("leave", "leave", (i) => rollcall.leave(room(i), "joiner", "c1"), naiveLeave);
+  lab.release(client);
+  return costs;
+}
+
+export function scriptsSection(s: ScriptsResults): string {
+  return [
+    "## What each script costs on its path",
+    "",
+    `Redis time per call (INFO commandstats), ${number(s.rooms)} calls of each path in rooms of ` +
+      "each size, one bucket: *path*, what the call did; *definitions*, the same keys and " +
+      "arguments sent to the script cut before its first statement (what a call pays before it " +
+      "does anything); *baseline scripted*, the naive tracker's equivalent as one script (a " +
+      "join: update_presence, get_online_users, PUBLISH; a leave: remove_presence, " +
+      "get_online_users, PUBLISH; a typing start: set_typing, PUBLISH).",
+    "",
+    table(
+      ["script", "path", "room size", "path µs", "definitions µs", "baseline scripted µs", "ratio"],
+      s.costs.map((c) => [
+        c.script,
+        c.path,
+        number(c.roomSize),
+        number(c.us, 2),
+        number(c.definitionsUs, 2),
+        c.naiveUs === null ? "" : number(c.naiveUs, 2),
+        c.naiveUs === null ? "" : ratio(c.us / c.naiveUs),
+      ]),
+    ),
+  ].join("\n");
+}

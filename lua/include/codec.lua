@@ -1,0 +1,84 @@
+--[[
+  The member record as a table, for the slow paths: decoded, encoded, and when it next expires.
+  The format and its offsets: see record.
+]]
+-- @include "record"
+-- @include "modules"
+local Record = defineModule('Record', function(bucket)
+  local spack, sunpack, ssub, schar = struct.pack, struct.unpack, string.sub, string.char
+  local now, presenceWindow, typingWindow = bucket.now, bucket.presenceWindow, bucket.typingWindow
+  local GRACE_REASONS = { 'explicit', 'expired', explicit = 1, expired = 2 }
+
+  -- {j = joinedAt, t = typedAt or nil, ids = {...}, beats = {...}, g = grace end or nil,
+  --  r = grace reason, s = state or ''}
+  local function decode(raw)
+    local pos, n, typedAt = recordHead(raw)
+    local rec = { j = (sunpack(TIME, raw)), t = typedAt, ids = {}, beats = {} }
+    for i = 1, n do
+      local id, beat, _, nextPos = connectionAt(raw, pos)
+      rec.ids[i], rec.beats[i], pos = id, beat, nextPos
+    end
+    if n == 0 then
+      local g, r = sunpack(GRACE, raw, pos)
+      rec.g, rec.r, pos = g, GRACE_REASONS[r], pos + GRACE_BYTES
+    end
+    rec.s = ssub(raw, pos)
+    return rec
+  end
+
+  local function encode(rec)
+    local n = #rec.ids
+    local parts = { spack(TIME .. 'B', rec.j, n + (rec.t and TYPING or 0)) }
+    if rec.t then
+      parts[2] = spack(TIME, rec.t)
+    end
+    for i = 1, n do
+      parts[#parts + 1] = schar(#rec.ids[i]) .. rec.ids[i] .. spack(TIME, rec.beats[i])
+    end
+    if n == 0 then
+      parts[#parts + 1] = spack(GRACE, rec.g, GRACE_REASONS[rec.r])
+    end
+    parts[#parts + 1] = rec.s
+    return table.concat(parts)
+  end
+
+  -- When something in a decoded record next expires: its leave grace, its oldest connection, or
+  -- its typing mark.
+  local function deadline(rec)
+    if rec.g then
+      return rec.g
+    end
+    local at = math.min(unpack(rec.beats)) + presenceWindow
+    if rec.t and rec.t + typingWindow < at then
+      at = rec.t + typingWindow
+    end
+    return at
+  end
+
+  -- The same deadline, read straight from a packed record: a sweep weighs every record of a
+  -- room and decodes only those it expires.
+  local function packedDeadline(raw)
+    local pos, n, typedAt = recordHead(raw)
+    local at = typedAt and typedAt + typingWindow
+    for _ = 1, n do
+      local _, beat, _, nextPos = connectionAt(raw, pos)
+      if not at or beat + presenceWindow < at then
+        at = beat + presenceWindow
+      end
+      pos = nextPos
+    end
+    return at or (sunpack(TIME, raw, pos))
+  end
+
+  local function lastSeen(rec)
+    return math.max(0, unpack(rec.beats))
+  end
+
+  return {
+    decode = decode,
+    encode = encode,
+    deadline = deadline,
+    packedDeadline = packedDeadline,
+    lastSeen = lastSeen,
+  }
+end)
