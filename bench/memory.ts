@@ -245,7 +245,8 @@ async function replayCost(lab: Lab, joins: number): Promise<ReplayCost> {
   const dropped = await lab.dropReplies();
   const after = await usedMemory(lab);
   lab.release(client);
-  const entryBytes = length / joins;
+  // Each string starts with the highest call number it kept (lua/include/replay.lua).
+  const entryBytes = (length - REPLY_HEADER_BYTES * keys) / joins;
   if (dropped !== keys || entryBytes !== REPLY_ENTRY_BYTES) {
     throw new Error(`${joins} joins kept ${length} bytes in ${keys} strings (${dropped} deleted)`);
   }
@@ -261,6 +262,7 @@ async function replayCost(lab: Lab, joins: number): Promise<ReplayCost> {
 
 /** A join's kept reply: call, index, outcome, seq, epoch (see lua/include/replay.lua). */
 const REPLY_ENTRY_BYTES = 13;
+const REPLY_HEADER_BYTES = 2;
 
 /** MEMORY USAGE of every key, by kind. */
 export async function weigh(lab: Lab): Promise<Omit<Footprint, "usedMemory">> {

@@ -290,7 +290,7 @@ export function memorySection(r: Results): string {
     `A call that changed something keeps its reply for the replay window ` +
       `(${number(replay.replayWindowMs / 1000)} s by default), so that a resend gets it again: ` +
       `${number(replay.entryBytes)} bytes appended to one string per bucket and generation of an ` +
-      `instance's calls. Over ${number(replay.joins)} joins: ${number(replay.keys)} strings, ` +
+      `instance's calls (after a 2-byte header: the highest call number kept in it). Over ${number(replay.joins)} joins: ${number(replay.keys)} strings, ` +
       `MEMORY USAGE ${number(replay.memoryUsage, 1)} B per reply, used_memory ` +
       `${number(kept, 1)} B per reply. A deployment holds about bytes × transitions/s × replay ` +
       "window of them: at 1,000 joins, leaves, typing and state changes a second, " +

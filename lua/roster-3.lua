@@ -5,7 +5,9 @@
   themselves are read by plain HGETALLs (or an HSCAN) of the room's hashes that follow this
   script in the same MULTI (src/engine/scripts/roster.ts): Redis copies them natively, with no
   conversion to Lua and back, and the client decodes them (see include/record.lua). Writes
-  nothing, except the new epoch a first call in another Redis process starts.
+  nothing, except the new epoch a first call in another replication history starts. A bucket that
+  never had an epoch (never a member) names '' and starts none: the first event of the room is of
+  an epoch started after the page, and replicas read again.
 
   KEYS[1..3], ARGV[1..5]: see include/bucket.lua; derives the room's key.
   ARGV[6] room

@@ -46,10 +46,14 @@ local Epoch = defineModule('Epoch', function(bucket)
   end
 
   -- The epoch a read names (a roster page): the stored one while its owner is this replication
-  -- history, else the one current() starts.
+  -- history, else the one current() starts; '' for a bucket that never had one (it has no
+  -- member, and a read writes nothing there).
   local function read()
     local stored = rcall('HMGET', seqKey, 'epoch', 'node')
-    if stored[1] and stored[2] == replicationId() then
+    if not stored[1] then
+      return ''
+    end
+    if stored[2] == replicationId() then
       return stored[1]
     end
     return (current())

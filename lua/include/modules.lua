@@ -13,15 +13,14 @@ local bucket = {
   due = dueKey, seq = seqKey, log = logKey, replay = replayKey, tag = tag, now = now,
   presenceWindow = presenceWindow, typingWindow = typingWindow, keyTtl = keyTtl,
 }
+-- A module's first use defines it; later uses read the defined table through the module's
+-- metatable (copying its functions into the module measured dearer than the lookups it saves).
 local LAZY = {}
 LAZY.__index = function(module, name)
-  local define = module[1]
-  setmetatable(module, nil)
+  local defined = module[1](bucket)
   module[1] = nil
-  for key, value in pairs(define(bucket)) do
-    module[key] = value
-  end
-  return module[name]
+  setmetatable(module, { __index = defined })
+  return defined[name]
 end
 -- A module named `name` (bucket[name] too): the table `define(bucket)` returns, made at the
 -- first use of any of its fields.

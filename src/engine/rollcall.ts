@@ -16,6 +16,7 @@ import { KEPT, Layout, REPLAY_GENERATION } from "./layout.js";
 import { Metrics } from "./metrics.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
 import { count, type Counts } from "./scripts/count.js";
+import { storedSettings } from "./deployment.js";
 import { deployment } from "./scripts/deployment.js";
 import {
   heartbeat,
@@ -78,6 +79,8 @@ export class Rollcall {
   /** ARGV[1..4] of every bucket script (lua/include/bucket.lua), written once. */
   private readonly shared: readonly string[];
   private checked: Promise<void> | undefined;
+  /** What a read checked against the stored settings, when none were stored yet (see ready). */
+  private readable: Promise<void> | undefined;
   /** Names this instance's calls in the replay strings: unique across processes. */
   private readonly instance = randomBytes(6).toString("base64url");
   /** Rooms' member counts and shards as their last roster page gave them: how the next is best
@@ -114,6 +117,25 @@ export class Rollcall {
       throw error;
     });
     return this.checked;
+  }
+
+  /**
+   * What a read awaits instead of ready(): the same check, but a read stores nothing. Settings
+   * already stored are compared (and then this instance is ready); none stored lets reads go on,
+   * and the first call that changes something stores them.
+   */
+  private readyToRead(): Promise<void> {
+    if (this.checked) return this.checked;
+    this.readable ??= storedSettings(this.redis, this.settings.prefix).then(
+      (stored) => {
+        if (stored.length > 0) return this.ready();
+      },
+      (error: unknown) => {
+        this.readable = undefined;
+        throw error;
+      },
+    );
+    return this.readable;
   }
 
   /** Refreshes a connection; the first live connection of a user publishes `join`. */
@@ -284,7 +306,7 @@ export class Rollcall {
   async stats(): Promise<BucketStats[]> {
     return Promise.all(
       Array.from({ length: this.settings.buckets }, (_, bucket) =>
-        this.run(stats, bucket, { changes: false, keys: 2 }, [], { bucket }),
+        this.run(stats, bucket, { changes: false, keys: 2, reads: true }, [], { bucket }),
       ),
     );
   }
@@ -424,22 +446,23 @@ export class Rollcall {
     keys = 3,
   ): Promise<Output> {
     const { bucket } = this.layout.room(checkId("room", room));
-    return this.run(script, bucket, { changes: false, keys }, [room], input);
+    return this.run(script, bucket, { changes: false, keys, reads: true }, [room], input);
   }
 
   /**
    * Runs a script of a bucket (lua/include/bucket.lua): its keys, the shared arguments, then
    * `before` (the room) and the script's own. A script that changes something gets the call's
-   * number, and the key where its replies are kept for resends.
+   * number, and the key where its replies are kept for resends. A read (`reads`) writes
+   * nothing, the deployment's settings included.
    */
   private async run<Input, Output>(
     script: Script<Input, Output>,
     bucket: number,
-    { changes, keys = 3 }: { changes: boolean; keys?: number },
+    { changes, keys = 3, reads = false }: { changes: boolean; keys?: number; reads?: boolean },
     before: readonly Arg[],
     input: Input,
   ): Promise<Output> {
-    await this.ready();
+    await (reads ? this.readyToRead() : this.ready());
     const bucketKeys = this.layout.bucketKeys(bucket).slice(0, keys);
     let call = "";
     if (changes) {

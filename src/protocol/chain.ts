@@ -37,7 +37,12 @@ export class Chain {
   }
 
   fit(event: PresenceEvent): Fit {
-    if (event.epoch !== this.currentEpoch) return "gap";
+    if (event.epoch !== this.currentEpoch) {
+      // A snapshot of a bucket that had no epoch yet ('') showed an empty room: the epoch its
+      // first event starts follows it.
+      const first = this.currentEpoch === "" && this.empty && event.prev === 0;
+      return first && event.seq > this.last ? "next" : "gap";
+    }
     if (event.seq > this.last) {
       return event.prev === this.last || (event.prev === 0 && this.empty) ? "next" : "gap";
     }
@@ -56,6 +61,7 @@ export class Chain {
 
   /** Records an event that fit as next. */
   apply(event: PresenceEvent): void {
+    this.currentEpoch = event.epoch;
     this.last = event.seq;
     if (carriesCount(event)) this.empty = event.count === 0;
     this.recent.set(event.seq, fingerprint(event));

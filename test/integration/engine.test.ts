@@ -153,6 +153,23 @@ describe("engine layout", () => {
 });
 
 describe("deployment settings", () => {
+  it("are stored by the first call that changes something, never by a read", async () => {
+    const redis = client();
+    const rc = new Rollcall(redis, IMMEDIATE);
+    const roster = await rc.roster("never-used");
+    expect(roster).to.deep.include({ epoch: "", seq: 0, count: 0, members: [] });
+    expect(await rc.count("never-used")).to.deep.equal({ users: 0, connections: 0, typing: 0 });
+    await rc.stats();
+    expect(await redis.dbsize(), "keys a read left").to.equal(0);
+    // The first change stores them; a read after it still checks them.
+    await rc.heartbeat("room", "ann", "c");
+    expect(await redis.exists(rc.layout.deployment)).to.equal(1);
+    const other = new Rollcall(client(), { ...IMMEDIATE, presenceWindowMs: 30_000 });
+    expect(await other.roster("room").catch((e: unknown) => e)).to.be.instanceOf(
+      SettingsMismatchError,
+    );
+  });
+
   it("refuses an instance whose settings differ from the deployment's, with a typed error", async () => {
     const first = new Rollcall(client(), { ...IMMEDIATE, presenceWindowMs: 30_000 });
     await first.heartbeat("room", "ann", "c");

@@ -109,6 +109,21 @@ describe("the replica", () => {
     expect(r.receive(join("dan", 5, 4, 2)).resync).to.equal(true);
   });
 
+  it("follows an empty room read before its bucket had an epoch into the first one, and no other", () => {
+    const r = new Replica("r");
+    r.install(snapshot(0, [], [], ""));
+    expect(changes(r.receive(join("ann", 1, 0, 1, "e2")))).to.deep.equal(["join:ann"]);
+    expect(r.roster).to.include({ epoch: "e2", seq: 1 });
+    expect(r.receive(join("bob", 2, 1, 2, "e3")).resync, "then another epoch").to.equal(true);
+    // Only an empty room's chain starts so, and only at its start.
+    const full = new Replica("r");
+    full.install(snapshot(0, ["ann"], [], ""));
+    expect(full.receive(join("bob", 1, 0, 2, "e2")).resync).to.equal(true);
+    const late = new Replica("r");
+    late.install(snapshot(0, [], [], ""));
+    expect(late.receive(join("bob", 2, 1, 2, "e2")).resync).to.equal(true);
+  });
+
   it("finds a gap among the held events after a snapshot, and holds the rest again", () => {
     const r = new Replica("r");
     r.receive(join("bob", 6, 5, 2));
