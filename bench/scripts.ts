@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync } from "node:fs";
 import { Rollcall } from "../src/index.js";
-import { expandIncludes, LUA_DIR } from "../src/engine/loader.js";
+import { expandIncludes, includeReader, LUA_DIR } from "../src/engine/loader.js";
 import { captureEvalsha, makeSteady } from "./ceiling.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
@@ -47,14 +47,8 @@ export function definitionsOnly(script: string): string {
   const header = lines.findIndex((line) => line.startsWith("]]")) + 1;
   let end = header;
   while (lines[end]?.startsWith("-- @include ")) end++;
-  const readInclude = (name: string) => {
-    try {
-      return readFileSync(new URL(`include/${name}.lua`, LUA_DIR), "utf8");
-    } catch {
-      return undefined;
-    }
-  };
-  return expandIncludes([...lines.slice(0, end), "return 0"].join("\n"), file, readInclude);
+  const source = [...lines.slice(0, end), "return 0"].join("\n");
+  return expandIncludes(source, file, includeReader(LUA_DIR));
 }
 
 /** Redis time per script call since the last reset, µs: EVALSHA and EVAL alike. */

@@ -20,7 +20,7 @@
 -- @include "epoch"
 local m = Meta.read(openRoom(ARGV[6]))
 local reply = { Epoch.read(), 0, m and m.users or 0, '', now, m and m.shards or 0 }
-if logLength > 0 then
+if bucket.logLength > 0 then
   local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
   reply[4] = last and last[1] or '0-0'
 end

@@ -23,7 +23,7 @@
 ]]
 -- @include "clock"
 local rcall = redis.call
-local spack, sunpack, sbyte, ssub, schar = struct.pack, struct.unpack, string.byte, string.sub, string.char
+local spack, sunpack, sbyte, ssub = struct.pack, struct.unpack, string.byte, string.sub
 local dueKey, seqKey, logKey, replayKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- '{prefix:bucket}', from '{prefix:bucket}:due'.
 local tag = ssub(dueKey, 1, -5)

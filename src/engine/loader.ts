@@ -54,6 +54,21 @@ export function expandIncludes(
   return expand(source, where);
 }
 
+/** Reads include/<name>.lua of a folder of scripts (or its replacement): undefined if none. */
+export function includeReader(
+  dir: URL,
+  replaced: Readonly<Record<string, string>> = {},
+): (name: string) => string | undefined {
+  return (name) => {
+    if (Object.hasOwn(replaced, name)) return replaced[name];
+    try {
+      return readFileSync(new URL(`include/${name}.lua`, dir), "utf8");
+    } catch {
+      return undefined;
+    }
+  };
+}
+
 /**
  * Reads a folder of scripts: names and key counts from the file names, includes expanded. An
  * include named in `replaced` is taken from there instead of include/<name>.lua.
@@ -64,14 +79,7 @@ export function loadScripts(
 ): ReadonlyMap<string, LuaScript> {
   const files = readdirSync(dir).filter((f) => f.endsWith(".lua"));
   if (files.length === 0) throw new Error(`rollcall: no Lua scripts in ${dir.pathname}`);
-  const readInclude = (name: string) => {
-    if (Object.hasOwn(replaced, name)) return replaced[name];
-    try {
-      return readFileSync(new URL(`include/${name}.lua`, dir), "utf8");
-    } catch {
-      return undefined;
-    }
-  };
+  const readInclude = includeReader(dir, replaced);
   const scripts = new Map<string, LuaScript>();
   for (const file of files) {
     const match = FILE_NAME.exec(file);

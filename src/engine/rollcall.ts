@@ -186,7 +186,7 @@ export class Rollcall {
     await Promise.all(
       [...chunks].flatMap(([bucket, list]) =>
         list.map(async (chunk) => {
-          const done = await this.run(heartbeat, bucket, { changes: true }, [], chunk);
+          const done = await this.run(heartbeat, bucket, { kind: "change" }, [], chunk);
           // The script numbers entries in the order it takes them: room by room.
           chunk.rooms.flatMap((g) => g.at).forEach((at, i) => (results[at] = done[i]!));
         }),
@@ -306,7 +306,7 @@ export class Rollcall {
   async stats(): Promise<BucketStats[]> {
     return Promise.all(
       Array.from({ length: this.settings.buckets }, (_, bucket) =>
-        this.run(stats, bucket, { changes: false, keys: 2, reads: true }, [], { bucket }),
+        this.run(stats, bucket, { kind: "read", keys: 2 }, [], { bucket }),
       ),
     );
   }
@@ -322,7 +322,7 @@ export class Rollcall {
       Array.from({ length: this.settings.buckets }, async (_, bucket) => {
         let step = { generation: 0, cursor: "0", count: RECONCILE_ROOMS, superseded: false };
         do {
-          step = await this.run(reconcile, bucket, { changes: false, keys: 2 }, [], step);
+          step = await this.run(reconcile, bucket, { kind: "write", keys: 2 }, [], step);
         } while (step.cursor !== "0" && !step.superseded);
         return step.superseded ? 0 : 1;
       }),
@@ -362,7 +362,7 @@ export class Rollcall {
     integer("bucket", bucket, 0, this.settings.buckets - 1);
     integer("batch", batch, 1, 10_000);
     integer("rooms", rooms, 1, 10_000);
-    const swept = await this.run(sweep, bucket, { changes: true }, [""], { batch, rooms });
+    const swept = await this.run(sweep, bucket, { kind: "change" }, [""], { batch, rooms });
     this.metrics.add("rollcall.events", swept.leaves, { type: "leave" });
     this.metrics.add("rollcall.events", swept.typingStops, { type: "typing-stop" });
     return swept;
@@ -435,7 +435,7 @@ export class Rollcall {
     input: Input,
   ): Promise<Output> {
     const { bucket } = this.layout.room(checkId("room", room));
-    return this.run(script, bucket, { changes: true }, [room], input);
+    return this.run(script, bucket, { kind: "change" }, [room], input);
   }
 
   /** Runs a script of one room that changes nothing (it takes the first `keys` bucket keys). */
@@ -446,26 +446,26 @@ export class Rollcall {
     keys = 3,
   ): Promise<Output> {
     const { bucket } = this.layout.room(checkId("room", room));
-    return this.run(script, bucket, { changes: false, keys, reads: true }, [room], input);
+    return this.run(script, bucket, { kind: "read", keys }, [room], input);
   }
 
   /**
    * Runs a script of a bucket (lua/include/bucket.lua): its keys, the shared arguments, then
-   * `before` (the room) and the script's own. A script that changes something gets the call's
-   * number, and the key where its replies are kept for resends. A read (`reads`) writes
-   * nothing, the deployment's settings included.
+   * `before` (the room) and the script's own. A change (a transition) gets the call's number,
+   * and the key where its replies are kept for resends; a read writes nothing, the deployment's
+   * settings included; a write (a counts reconcile) is neither.
    */
   private async run<Input, Output>(
     script: Script<Input, Output>,
     bucket: number,
-    { changes, keys = 3, reads = false }: { changes: boolean; keys?: number; reads?: boolean },
+    { kind, keys = 3 }: { kind: "change" | "write" | "read"; keys?: number },
     before: readonly Arg[],
     input: Input,
   ): Promise<Output> {
-    await (reads ? this.readyToRead() : this.ready());
+    await (kind === "read" ? this.readyToRead() : this.ready());
     const bucketKeys = this.layout.bucketKeys(bucket).slice(0, keys);
     let call = "";
-    if (changes) {
+    if (kind === "change") {
       const n = this.calls++;
       const generation = Math.floor(n / REPLAY_GENERATION);
       bucketKeys.push(this.layout.replay(bucket, this.instance, generation));
