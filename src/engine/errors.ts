@@ -15,6 +15,9 @@ const UNAVAILABLE = new RegExp(
     .map((r) => r.source)
     .join("|"),
 );
+// Redis is at maxmemory under noeviction and refused a call that would grow memory: waiting
+// for leaves and sweeps to free some (or raising the limit) is the remedy, not a retry now.
+const OUT_OF_MEMORY = /^OOM\b/;
 // A Lua runtime or compile error, in Redis 7's words ("ERR user_script:12: ...").
 const SCRIPT_BUG = /user_script:\d+:|Error (?:running|compiling) script/;
 
@@ -24,9 +27,11 @@ export class RedisCallError extends RollcallError {
     const reason = cause instanceof Error ? cause.message : String(cause);
     const code = UNAVAILABLE.test(reason)
       ? "REDIS_UNAVAILABLE"
-      : SCRIPT_BUG.test(reason)
-        ? "SCRIPT_ERROR"
-        : "REDIS_ERROR";
+      : OUT_OF_MEMORY.test(reason)
+        ? "REDIS_OOM"
+        : SCRIPT_BUG.test(reason)
+          ? "SCRIPT_ERROR"
+          : "REDIS_ERROR";
     super(code, `rollcall ${operation} failed: ${reason}`, { cause });
   }
 }

@@ -6,6 +6,7 @@ export type ErrorCode =
   | "UNEXPECTED_REPLY"
   | "SETTINGS_MISMATCH"
   | "REDIS_UNAVAILABLE"
+  | "REDIS_OOM"
   | "SCRIPT_ERROR"
   | "REDIS_ERROR";
 

@@ -214,7 +214,9 @@ function wireCode(error: RollcallError): FrameErrorCode {
     case "INVALID_STATE":
     case "INVALID_OPTION":
       return error.code;
+    // Redis is full: like an outage to a client, a call that may succeed later.
     case "REDIS_UNAVAILABLE":
+    case "REDIS_OOM":
       return "UNAVAILABLE";
     default:
       return "INTERNAL";
