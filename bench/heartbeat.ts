@@ -278,7 +278,8 @@ async function batchedRun(
   );
   const beat = async (engine: Rollcall, batch: readonly Member[]) => {
     const results = await engine.heartbeatMany(batch);
-    if (results.some((r) => r.joined)) steady(true, BATCHED);
+    for (const r of results) if (r.error) throw r.error;
+    if (results.some((r) => !r.error && r.joined)) steady(true, BATCHED);
     return batch.length;
   };
   // The first call on a connection sends the script source; it is not the steady state.

@@ -1,5 +1,6 @@
 import { Cluster, Redis } from "ioredis";
 import { deploymentKey, storedSettings } from "../engine/deployment.js";
+import { REDIS_OPTIONS } from "../engine/redisOptions.js";
 import { Rollcall } from "../engine/rollcall.js";
 import type { Client } from "../engine/script.js";
 import { deploymentFields, resolveSettings, type RollcallOptions } from "../engine/settings.js";
@@ -27,7 +28,10 @@ export function targetName(target: Target): string {
     : `the cluster at ${target.nodes.map((n) => `${n.host}:${n.port}`).join(",")}`;
 }
 
-/** A connected client, or a CliError saying why there is none, within seconds. */
+/**
+ * A connected client, or a CliError saying why there is none, within seconds. Its calls settle
+ * within REDIS_OPTIONS's command timeout, as a library user's do.
+ */
 export async function connect(target: Target, options: ConnectOptions = {}): Promise<Client> {
   let connected = false;
   // Before the first connection, a few quick attempts: an unreachable Redis is an error now, not
@@ -41,6 +45,7 @@ export async function connect(target: Target, options: ConnectOptions = {}): Pro
   const client: Client =
     "url" in target
       ? new Redis(target.url, {
+          ...REDIS_OPTIONS,
           lazyConnect: true,
           connectTimeout: CONNECT_TIMEOUT_MS,
           disconnectTimeout: DISCONNECT_TIMEOUT_MS,
@@ -51,6 +56,7 @@ export async function connect(target: Target, options: ConnectOptions = {}): Pro
           lazyConnect: true,
           clusterRetryStrategy: retry,
           redisOptions: {
+            ...REDIS_OPTIONS,
             connectTimeout: CONNECT_TIMEOUT_MS,
             disconnectTimeout: DISCONNECT_TIMEOUT_MS,
             maxRetriesPerRequest: 1,

@@ -8,6 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
 import WebSocket from "ws";
 import { RollcallClient } from "../client/index.js";
+import { REDIS_OPTIONS } from "../engine/redisOptions.js";
 import { Rollcall } from "../engine/rollcall.js";
 import type { PresenceEvent } from "../protocol/events.js";
 import { Subscriber } from "../runtime/subscriber.js";
@@ -134,7 +135,7 @@ async function main(): Promise<number> {
   let embedded: EmbeddedRedis | undefined;
   const url = process.env.REDIS_URL ?? (embedded = await startEmbeddedRedis()).url;
   say("demo", `Redis at ${url}${embedded ? " (embedded)" : ""}; room "${ROOM}"`);
-  const redis = new Redis(url);
+  const redis = new Redis(url, REDIS_OPTIONS);
   const rollcall = new Rollcall(redis, engineOptions(windows));
   const subscriber = new Subscriber(rollcall);
   subscriber.on("error", (error) => say("demo", `subscriber: ${error.message}`));

@@ -12,6 +12,7 @@ import { PrometheusExporter } from "@opentelemetry/exporter-prometheus";
 import { MeterProvider } from "@opentelemetry/sdk-metrics";
 import { Redis } from "ioredis";
 import { SignJWT } from "jose";
+import { REDIS_OPTIONS } from "../engine/redisOptions.js";
 import { Rollcall } from "../engine/rollcall.js";
 import { Gateway } from "../gateway/index.js";
 import { checkId } from "../protocol/ids.js";
@@ -114,6 +115,7 @@ async function main(): Promise<void> {
   const windows = windowsFrom();
   // Auto-pipelining: a gateway makes many small calls at once (every socket's heartbeats).
   const redis = new Redis(process.env.REDIS_URL ?? "redis://127.0.0.1:6379", {
+    ...REDIS_OPTIONS,
     enableAutoPipelining: true,
   });
   // ioredis retries on its own: say so once per outage, not at every attempt.

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { SettingsMismatchError, UnexpectedReplyError } from "../protocol/errors.js";
+import { RollcallError, SettingsMismatchError, UnexpectedReplyError } from "../protocol/errors.js";
 import { RedisCallError } from "./errors.js";
 import {
   checkEvent,
@@ -49,9 +49,26 @@ export const HEARTBEAT_BATCH = 128;
 /** Rooms one reconcile call counts. */
 const RECONCILE_ROOMS = 256;
 
-/** The entries of one heartbeat call, with where each came in the list given. */
-interface Chunk extends HeartbeatBatch {
-  rooms: { room: string; entries: HeartbeatEntry[]; at: number[] }[];
+/** One heartbeat call of a heartbeatMany: a bucket's entries (HEARTBEAT_BATCH at most). */
+interface HeartbeatCall {
+  readonly bucket: number;
+  readonly batch: HeartbeatBatch;
+  /** Its number in this instance's replay strings (lua/include/replay.lua). */
+  readonly number: number;
+  /** Until when a resend finds the replies its run kept (its first send + replayWindowMs). */
+  readonly until: number;
+}
+
+/** A heartbeat call that failed, kept for a resend. */
+interface FailedCall extends HeartbeatCall {
+  /** Its entries (entryId), in the order the script takes them. */
+  readonly ids: readonly string[];
+}
+
+/** A call to make, and where each of its entries came in the list given, in its order. */
+interface Send {
+  readonly call: HeartbeatCall;
+  readonly at: readonly number[];
 }
 
 /** One connection to refresh in a room, as heartbeatMany takes it. */
@@ -64,6 +81,22 @@ export interface Heartbeat {
   /** Most members the room may hold: a user not present cannot join a full room. */
   capacity?: number;
 }
+
+/**
+ * An entry of heartbeatMany whose bucket's call failed, with why (a RedisCallError: an outage
+ * is REDIS_UNAVAILABLE). The call may have run all the same (its reply lost): the entry's
+ * retry answers what that run did (see heartbeatMany).
+ */
+export interface HeartbeatFailure {
+  readonly error: RollcallError;
+}
+
+/**
+ * What heartbeatMany gives for each entry: the heartbeat's result, or the failure of its
+ * bucket's call. `error` tells them apart: `if (outcome.error) … else outcome.joined`.
+ */
+export type HeartbeatOutcome =
+  (HeartbeatResult & { readonly error?: undefined }) | HeartbeatFailure;
 
 /**
  * Presence in Redis: who is in each room, who is typing, and an event for every change.
@@ -87,6 +120,8 @@ export class Rollcall {
    * read. */
   private readonly roomSizes = new Map<string, RoomSize>();
   private calls = 0;
+  /** Heartbeat calls that failed, by each of their entries, until a batch resends them. */
+  private readonly failed = new Map<string, FailedCall>();
 
   constructor(
     /** @internal The application's client: only the engine runs commands on it. */
@@ -138,7 +173,10 @@ export class Rollcall {
     return this.readable;
   }
 
-  /** Refreshes a connection; the first live connection of a user publishes `join`. */
+  /**
+   * Refreshes a connection; the first live connection of a user publishes `join`. Rejects when
+   * its call fails (a retry answers what a run whose reply was lost did, as in heartbeatMany).
+   */
   async heartbeat(
     room: string,
     user: string,
@@ -146,7 +184,7 @@ export class Rollcall {
     options?: { state?: MemberState; capacity?: number },
   ): Promise<HeartbeatResult> {
     const { state, capacity } = knownKeys(options, ["state", "capacity"]);
-    const [result] = await this.heartbeatMany([
+    const [outcome] = await this.heartbeatMany([
       {
         room,
         user,
@@ -155,25 +193,104 @@ export class Rollcall {
         ...(capacity === undefined ? {} : { capacity }),
       },
     ]);
-    return result!;
+    if (outcome!.error) throw outcome!.error;
+    return outcome!;
   }
 
   /**
    * Refreshes many connections at once, in one script call per bucket (per HEARTBEAT_BATCH of
    * them): what a server holding many sockets sends each interval. Every entry is what
-   * heartbeat() would do alone, and its result says so, in the order given. Entries are applied
-   * room by room, rooms in the order they first come, and a room's in the order given.
+   * heartbeat() would do alone, and its outcome says so, in the order given: its result, or
+   * `{ error }` when its bucket's call failed (the other buckets' entries were applied all the
+   * same). Bad input rejects, and nothing is sent. Entries are applied room by room, rooms in
+   * the order they first come, and a room's in the order given.
+   *
+   * A failed call may have run, its reply lost. Within replayWindowMs, a batch that holds all
+   * of its entries again (the same room, user, connection, state and capacity: a retry of
+   * them) resends it as it was, and an entry it did apply answers its first run's result (a
+   * join: `joined`, and the event's seq), not a second run's.
    */
-  async heartbeatMany(heartbeats: readonly Heartbeat[]): Promise<HeartbeatResult[]> {
+  async heartbeatMany(heartbeats: readonly Heartbeat[]): Promise<HeartbeatOutcome[]> {
     const list: unknown = heartbeats;
     if (!Array.isArray(list)) invalidOption("heartbeatMany takes an array");
     // Checked first, all of them: a bad entry sends nothing.
     const entries = heartbeats.map((h) => this.entry(h));
-    const chunks = new Map<number, Chunk[]>();
+    const id = (at: number) => entryId(heartbeats[at]!, entries[at]!);
+    const resends = this.resends(heartbeats.map((_, at) => at).map(id));
+    const taken = new Set(resends.flatMap((send) => send.at));
+    const sends = [...resends, ...this.heartbeatCalls(heartbeats, entries, taken)];
+    const outcomes = new Array<HeartbeatOutcome>(heartbeats.length);
+    // Started in this order, so a resend reaches Redis before the new calls of its bucket.
+    await Promise.all(
+      sends.map(async ({ call, at }) => {
+        try {
+          const done = await this.run(
+            heartbeat,
+            call.bucket,
+            { kind: "change", number: call.number },
+            [],
+            call.batch,
+          );
+          // The script numbers entries in the order it takes them: room by room.
+          at.forEach((a, i) => (outcomes[a] = done[i]!));
+        } catch (error) {
+          const failure =
+            error instanceof RollcallError ? error : new RedisCallError("heartbeat", error);
+          at.forEach((a) => (outcomes[a] = { error: failure }));
+          this.keepFailed({ ...call, ids: at.map(id) });
+        }
+      }),
+    );
+    for (const outcome of outcomes) {
+      if (outcome.error || !outcome.event) continue;
+      this.metrics.add("rollcall.events", 1, { type: outcome.joined ? "join" : "update" });
+    }
+    return outcomes;
+  }
+
+  /**
+   * The failed calls that these entries (entryId) all ask for again: each to be sent again as
+   * it was. A failed call some of whose entries come without the others is forgotten: they go
+   * in new calls (a resend would apply entries no longer asked for).
+   */
+  private resends(ids: readonly string[]): Send[] {
+    if (this.failed.size === 0) return [];
+    const now = performance.now();
+    for (const [id, call] of this.failed) {
+      if (call.until > now) break; // kept in the order they failed
+      this.failed.delete(id);
+    }
+    const waiting = new Map<string, number[]>();
+    ids.forEach((id, at) => waiting.set(id, [...(waiting.get(id) ?? []), at]));
+    const sends: Send[] = [];
+    for (const id of new Set(ids)) {
+      const call = this.failed.get(id);
+      if (!call) continue;
+      for (const one of call.ids) this.failed.delete(one);
+      const asked = (one: string) => call.ids.filter((other) => other === one).length;
+      if (call.ids.every((one) => (waiting.get(one)?.length ?? 0) >= asked(one))) {
+        sends.push({ call, at: call.ids.map((one) => waiting.get(one)!.shift()!) });
+      }
+    }
+    return sends;
+  }
+
+  /** The entries not `taken`, in new calls: each bucket's, HEARTBEAT_BATCH at most per call. */
+  private heartbeatCalls(
+    heartbeats: readonly Heartbeat[],
+    entries: readonly HeartbeatEntry[],
+    taken: ReadonlySet<number>,
+  ): Send[] {
+    type Open = {
+      rooms: { room: string; entries: HeartbeatEntry[]; at: number[] }[];
+      size: number;
+    };
+    const open = new Map<number, Open[]>();
     heartbeats.forEach(({ room }, at) => {
+      if (taken.has(at)) return;
       const { bucket } = this.layout.room(room);
-      const list = chunks.get(bucket) ?? [];
-      chunks.set(bucket, list);
+      const list = open.get(bucket) ?? [];
+      open.set(bucket, list);
       let chunk = list.at(-1);
       if (!chunk || chunk.size === HEARTBEAT_BATCH) list.push((chunk = { rooms: [], size: 0 }));
       let group = chunk.rooms.find((g) => g.room === room);
@@ -182,20 +299,19 @@ export class Rollcall {
       group.at.push(at);
       chunk.size += 1;
     });
-    const results = new Array<HeartbeatResult>(heartbeats.length);
-    await Promise.all(
-      [...chunks].flatMap(([bucket, list]) =>
-        list.map(async (chunk) => {
-          const done = await this.run(heartbeat, bucket, { kind: "change" }, [], chunk);
-          // The script numbers entries in the order it takes them: room by room.
-          chunk.rooms.flatMap((g) => g.at).forEach((at, i) => (results[at] = done[i]!));
-        }),
-      ),
+    const until = performance.now() + this.settings.replayWindowMs;
+    return [...open].flatMap(([bucket, list]) =>
+      list.map(({ rooms, size }) => ({
+        call: { bucket, batch: { rooms, size }, number: this.calls++, until },
+        at: rooms.flatMap((g) => g.at),
+      })),
     );
-    for (const { joined, event } of results) {
-      if (event) this.metrics.add("rollcall.events", 1, { type: joined ? "join" : "update" });
-    }
-    return results;
+  }
+
+  /** Keeps a failed call for a resend (while its replies may be kept: see resends). */
+  private keepFailed(call: FailedCall): void {
+    if (this.failed.size >= KEPT) this.failed.clear();
+    for (const id of call.ids) this.failed.set(id, call);
   }
 
   /** The clean disconnect: removes a connection; the last one publishes `leave`. */
@@ -451,14 +567,19 @@ export class Rollcall {
 
   /**
    * Runs a script of a bucket (lua/include/bucket.lua): its keys, the shared arguments, then
-   * `before` (the room) and the script's own. A change (a transition) gets the call's number,
-   * and the key where its replies are kept for resends; a read writes nothing, the deployment's
-   * settings included; a write (a counts reconcile) is neither.
+   * `before` (the room) and the script's own. A change (a transition) gets the call's number
+   * (the next, or `number`: a resend's), and the key where its replies are kept for resends; a
+   * read writes nothing, the deployment's settings included; a write (a counts reconcile) is
+   * neither.
    */
   private async run<Input, Output>(
     script: Script<Input, Output>,
     bucket: number,
-    { kind, keys = 3 }: { kind: "change" | "write" | "read"; keys?: number },
+    {
+      kind,
+      keys = 3,
+      number,
+    }: { kind: "change" | "write" | "read"; keys?: number; number?: number },
     before: readonly Arg[],
     input: Input,
   ): Promise<Output> {
@@ -466,7 +587,7 @@ export class Rollcall {
     const bucketKeys = this.layout.bucketKeys(bucket).slice(0, keys);
     let call = "";
     if (kind === "change") {
-      const n = this.calls++;
+      const n = number ?? this.calls++;
       const generation = Math.floor(n / REPLAY_GENERATION);
       bucketKeys.push(this.layout.replay(bucket, this.instance, generation));
       call = String(n % REPLAY_GENERATION);
@@ -525,6 +646,11 @@ export class Rollcall {
   private encode(state: MemberState): string {
     return encodeState(state, this.settings.maxStateBytes);
   }
+}
+
+/** A heartbeat entry's identity, all that a call sends of it: what a resend must find again. */
+function entryId({ room, user, connection }: Heartbeat, { options }: HeartbeatEntry): string {
+  return JSON.stringify([room, user, connection, options]);
 }
 
 function addCounts(to: SweepCounts, from: SweepCounts): void {

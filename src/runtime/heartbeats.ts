@@ -1,5 +1,6 @@
-import type { Heartbeat, Rollcall } from "../engine/rollcall.js";
+import type { Heartbeat, HeartbeatOutcome, Rollcall } from "../engine/rollcall.js";
 import type { HeartbeatResult } from "../engine/scripts/heartbeat.js";
+import type { RollcallError } from "../protocol/errors.js";
 import { integer } from "../protocol/options.js";
 
 /**
@@ -65,12 +66,13 @@ export class HeartbeatWheel<T> {
 /**
  * Heartbeats asked for within one turn of the event loop (joins, heartbeat frames) go to the
  * engine together: one heartbeatMany, so Redis is paid per batch when many sockets ask at once.
+ * Each settles with its own entry's outcome: a bucket's failed call fails its entries alone.
  * Entries must be valid (a bad one would fail its whole batch): callers check them first.
  */
 export class TurnBatch {
   private pending: {
     heartbeat: Heartbeat;
-    settle: (result: HeartbeatResult | Error) => void;
+    settle: (outcome: HeartbeatOutcome | { error: Error }) => void;
   }[] = [];
 
   constructor(private readonly rollcall: Rollcall) {}
@@ -80,7 +82,7 @@ export class TurnBatch {
     return new Promise((resolve, reject) =>
       this.pending.push({
         heartbeat,
-        settle: (result) => (result instanceof Error ? reject(result) : resolve(result)),
+        settle: (outcome) => ("joined" in outcome ? resolve(outcome) : reject(outcome.error)),
       }),
     );
   }
@@ -89,13 +91,18 @@ export class TurnBatch {
     const batch = this.pending;
     this.pending = [];
     try {
-      const results = await this.rollcall.heartbeatMany(batch.map((b) => b.heartbeat));
-      batch.forEach((b, i) => b.settle(results[i]!));
+      const outcomes = await this.rollcall.heartbeatMany(batch.map((b) => b.heartbeat));
+      batch.forEach((b, i) => b.settle(outcomes[i]!));
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
-      for (const b of batch) b.settle(failure);
+      for (const b of batch) b.settle({ error: failure });
     }
   }
+}
+
+/** The errors of a batch's failed entries, each once: one per call that failed. */
+export function failures(outcomes: readonly HeartbeatOutcome[]): RollcallError[] {
+  return [...new Set(outcomes.flatMap((outcome) => outcome.error ?? []))];
 }
 
 /** A server's heartbeat interval option, checked: by default a third of the presence window. */

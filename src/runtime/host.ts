@@ -5,7 +5,7 @@ import { FrameError, type FrameErrorCode } from "../protocol/frames.js";
 import { integer, knownKeys } from "../protocol/options.js";
 import { Connection, type Beat, type ConnectionHost } from "./connection.js";
 import type { Sink } from "./feed.js";
-import { HeartbeatWheel, heartbeatInterval, TurnBatch } from "./heartbeats.js";
+import { failures, HeartbeatWheel, heartbeatInterval, TurnBatch } from "./heartbeats.js";
 import { HookError } from "./hooks.js";
 import { LocalRoom } from "./room.js";
 import { Subscriber } from "./subscriber.js";
@@ -82,10 +82,12 @@ export class Host<F> implements ConnectionHost<F> {
     this.subscriber = o.subscriber ?? new Subscriber(rollcall);
     if (this.ownsSubscriber) this.subscriber.on("error", report);
     this.batch = new TurnBatch(rollcall);
+    // A round whose call for a bucket failed reports it; the next round (or a retry of its
+    // entries) sends it again.
     this.wheel = new HeartbeatWheel(this.heartbeatMs, (beats) => {
       rollcall
         .heartbeatMany(beats.map(({ connection, room }) => connection.heartbeat(room)))
-        .catch(report);
+        .then((outcomes) => failures(outcomes).forEach(report), report);
     });
     this.wheel.start();
     this.sweeper = ownSweeper(rollcall, o.sweeper, report);

@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { Layout } from "../../src/engine/layout.js";
 import { Scripts } from "../../src/engine/script.js";
 import { reconcile } from "../../src/engine/scripts/reconcile.js";
-import { Rollcall, type HeartbeatResult } from "../../src/index.js";
+import { Rollcall, type HeartbeatOutcome } from "../../src/index.js";
 import { parseEvent } from "../../src/protocol/events.js";
 import { smallShards, stopClock } from "../kit/clock.js";
 import { PresenceModel, type ModelResult, type ModelSettings } from "../kit/model.js";
@@ -91,7 +91,8 @@ function options(b: Beat) {
   };
 }
 
-function outcomeOf(r: HeartbeatResult): ModelResult {
+function outcomeOf(r: HeartbeatOutcome): ModelResult {
+  if (r.error) throw r.error;
   return { outcome: r.full ? "full" : r.joined ? "joined" : "refreshed", seq: r.event?.seq ?? 0 };
 }
 
