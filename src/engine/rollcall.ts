@@ -216,7 +216,8 @@ export class Rollcall {
     // Checked first, all of them: a bad entry sends nothing.
     const entries = heartbeats.map((h) => this.entry(h));
     const id = (at: number) => entryId(heartbeats[at]!, entries[at]!);
-    const resends = this.resends(heartbeats.map((_, at) => at).map(id));
+    // Entries are named only while a failed call waits: a steady batch pays nothing for it.
+    const resends = this.failed.size > 0 ? this.resends(heartbeats.map((_, at) => id(at))) : [];
     const taken = new Set(resends.flatMap((send) => send.at));
     const sends = [...resends, ...this.heartbeatCalls(heartbeats, entries, taken)];
     const outcomes = new Array<HeartbeatOutcome>(heartbeats.length);
@@ -254,7 +255,6 @@ export class Rollcall {
    * in new calls (a resend would apply entries no longer asked for).
    */
   private resends(ids: readonly string[]): Send[] {
-    if (this.failed.size === 0) return [];
     const now = performance.now();
     for (const [id, call] of this.failed) {
       if (call.until > now) break; // kept in the order they failed
