@@ -26,7 +26,13 @@ import {
 } from "./scripts/heartbeat.js";
 import { leave, type LeaveResult } from "./scripts/leave.js";
 import { reconcile } from "./scripts/reconcile.js";
-import { ROSTER_CURSOR, roster, type Roster, type RosterRead } from "./scripts/roster.js";
+import {
+  readPages,
+  ROSTER_CURSOR,
+  roster,
+  type Roster,
+  type RosterRead,
+} from "./scripts/roster.js";
 import { setState, type StateResult } from "./scripts/setState.js";
 import { startTyping, type TypingResult } from "./scripts/startTyping.js";
 import { stats, type BucketStats } from "./scripts/stats.js";
@@ -403,14 +409,12 @@ export class Rollcall {
 
   /**
    * Every page of the room's roster, one call each (one page for a room of at most rosterLimit
-   * members). Each is consistent with its own seq: a Replica assembles them (installPages).
+   * members), no member on two of them, all of one epoch; pages of one seq list `count` members
+   * (see readPages). Pages of several seqs are each consistent with their own: a Replica
+   * assembles them with the events between them (installPages).
    */
   async rosterPages(room: string): Promise<Roster[]> {
-    const pages = [await this.roster(room)];
-    for (let cursor = pages[0]!.cursor; cursor !== null; cursor = pages.at(-1)!.cursor) {
-      pages.push(await this.roster(room, { cursor }));
-    }
-    return pages;
+    return readPages((cursor) => this.roster(room, { cursor }));
   }
 
   /** The room's members, connections and typists, as counted by the calls that change them. */

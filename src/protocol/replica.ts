@@ -123,7 +123,8 @@ export class Replica {
   /**
    * Installs a roster read in pages (Rollcall.rosterPages), each consistent with its own seq: the
    * whole of it as of the last page's seq, brought there with the events held meanwhile (see
-   * assemble). When they leave a gap it stays holding, and asks for another read.
+   * assemble). When they do not make one roster (a gap in the events, members that do not add
+   * up to the count) nothing is installed: it stays holding, and asks for another read.
    */
   installPages(pages: readonly Snapshot[]): Outcome {
     if (pages.length === 1) return this.install(pages[0]!);
@@ -206,7 +207,8 @@ function applyEvent({ members, typists }: RosterState, event: PresenceEvent): nu
  * shows it, brought to the last page's seq with its events after that page's; a member no page
  * listed, with its events after the first page's. (A page lists every member present throughout
  * its read; one that came or went meanwhile is settled by its events.) Null when the events do
- * not hold every number in between, or the pages span epochs: read again.
+ * not hold every number in between, the pages span epochs, or the members so assembled are not
+ * as many as the last page counts: read again.
  */
 export function assemble(
   pages: readonly Snapshot[],
@@ -243,6 +245,9 @@ export function assemble(
     }
   }
   for (const e of chain) if (e.seq > (listedAt.get(e.user) ?? first.seq)) applyEvent(state, e);
+  // Pages that missed a member or listed one that had gone (a read that was not one pass over
+  // the room) are no roster: the room's count says so.
+  if (state.members.size !== last.count) return null;
   const members = [...state.members.values()].sort((a, b) => compareIds(a.user, b.user));
   const typing = members.filter((m) => state.typists.has(m.user)).map((m) => m.user);
   return { ...base, members, typing, ...(last.log === undefined ? {} : { log: last.log }) };

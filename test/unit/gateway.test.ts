@@ -283,7 +283,7 @@ describe("a room's shared snapshot reads", () => {
       () => {
         const first = page(10, ["a", "b"], "b");
         shared!.see(joined);
-        return Promise.resolve([first, page(11, ["c", "d"], null)]);
+        return Promise.resolve([first, { ...page(11, ["c", "d"], null), count: 4 }]);
       },
       () => undefined,
     );

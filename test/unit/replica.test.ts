@@ -221,7 +221,7 @@ describe("a roster read in pages", () => {
     // 2's part before it was read: listed nowhere. z joined at 6 and is listed by page 2 (at 7).
     const events = [join("x", 6, 5, 3), leave("y", 7, 6, 2)];
     const whole = assemble(
-      [page(5, 2, ["a"]), page(7, 2, ["z"])],
+      [page(5, 2, ["a"]), page(7, 3, ["z"])],
       [...events, join("z", 6, 5, 3)].filter((e) => e.user !== "z"),
     );
     expect(whole?.members.map((m) => m.user)).to.deep.equal(["a", "x", "z"]);

@@ -1,6 +1,7 @@
 import { UnexpectedReplyError } from "../../protocol/errors.js";
 import { compareIds } from "../../protocol/ids.js";
 import { parseState, type MemberState } from "../../protocol/state.js";
+import { RedisCallError } from "../errors.js";
 import { decodeRecord } from "../record.js";
 import type { Reply, Script } from "../script.js";
 
@@ -106,8 +107,9 @@ export const ROSTER_CURSOR = /^(?:>.+|\d{1,20}|s\d{1,3}:\d{1,3})?$/s;
  * own hash is read whole (HGETALL when it is known to be small; HSCAN returns a small room whole
  * too) and yields at most `limit` members by id, then the next by id after a '>' cursor; or in
  * HSCAN's pages of about `limit`. A sharded room yields a few shards a page. Either way a member
- * present throughout is listed on some page (one may be listed twice, when a page comes by HSCAN
- * or after the room was resharded).
+ * present throughout is listed on some page; one may be listed twice (HSCAN returns again what a
+ * rehash moved, and a read starts over from the first record when the room moved into shards,
+ * out of them, or into a hash table since the page before): readPages lists it once.
  */
 export const roster: Script<RosterInput, Roster | Reshaped> = {
   name: "roster",
@@ -174,7 +176,66 @@ export const roster: Script<RosterInput, Roster | Reshaped> = {
       members,
       at: reply.int(4),
       cursor: page,
-      typing: members.filter((m) => m.typedAt !== null).map((m) => m.user),
+      typing: typistsOf(members),
     };
   },
 };
+
+/** The typists among members, in their order. */
+function typistsOf(members: readonly RosterMember[]): string[] {
+  return members.filter((m) => m.typedAt !== null).map((m) => m.user);
+}
+
+/** Reads of a room's pages before readPages gives up on pages that do not add up. */
+const PAGE_READS = 3;
+
+/**
+ * Every page of a room's roster (`page` reads the one at a cursor, '' the first), as
+ * Rollcall.rosterPages returns them: no member on two pages (a repeat is kept on the last page
+ * that listed it, as it was then), all of one epoch, and, when they share one seq (nothing
+ * happened in the room between them), exactly `count` members. The room is read again from its
+ * first page when its pages span two epochs (Redis failed over between them: an HSCAN cursor
+ * means nothing on another server, so members may be missing) or list other than `count`
+ * members at one seq; after PAGE_READS such reads, a RedisCallError says why. Pages of several
+ * seqs are each consistent with its own seq only: the room's events between them make them one
+ * roster (Replica.installPages, assemble).
+ */
+export async function readPages(page: (cursor: string) => Promise<Roster>): Promise<Roster[]> {
+  let problem = "";
+  for (let read = 0; read < PAGE_READS; read++) {
+    const pages = [await page("")];
+    for (let last = pages[0]!; last.cursor !== null && last.epoch === pages[0]!.epoch;) {
+      pages.push((last = await page(last.cursor)));
+    }
+    const distinct = distinctMembers(pages);
+    problem = disagreement(distinct);
+    if (problem === "") return distinct;
+  }
+  throw new RedisCallError("roster pages", new Error(`${PAGE_READS} reads, each ${problem}`));
+}
+
+/** The pages with each member on the last page that lists it only (with its typing). */
+function distinctMembers(pages: readonly Roster[]): Roster[] {
+  const listed = new Set<string>();
+  return pages
+    .toReversed()
+    .map((page) => {
+      const members = page.members.filter((m) => !listed.has(m.user) && listed.add(m.user));
+      if (members.length === page.members.length) return page;
+      return { ...page, members, typing: typistsOf(members) };
+    })
+    .reverse();
+}
+
+/** Why pages are not the room's roster, or '' when they are (see readPages). */
+function disagreement(pages: readonly Roster[]): string {
+  const first = pages[0]!;
+  const last = pages.at(-1)!;
+  if (last.epoch !== first.epoch) {
+    return `spanned epochs ${first.epoch} and ${last.epoch} (a failover between pages)`;
+  }
+  if (pages.length === 1 || pages.some((p) => p.seq !== first.seq)) return "";
+  const listed = pages.reduce((sum, p) => sum + p.members.length, 0);
+  if (listed === last.count) return "";
+  return `listed ${listed} members at seq ${first.seq}, where the room counts ${last.count}`;
+}
