@@ -10,21 +10,9 @@
  * nothing, so no acknowledged write may be missing), then Redis with no persistence (a restart
  * loses everything: the loss must show up as a new epoch, never as a violation).
  */
-import { fork, type ChildProcess } from "node:child_process";
-import { writeFileSync } from "node:fs";
-import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
-import { format } from "prettier";
-import {
-  checkEvent,
-  LogConsumer,
-  Rollcall,
-  Subscriber,
-  type PresenceEvent,
-  type RollcallOptions,
-  type RoomWatch,
-} from "../../src/index.js";
+import { Rollcall, type RollcallOptions } from "../../src/index.js";
 import type { CallRecord } from "../kit/invariants.js";
 import {
   audit,
@@ -34,8 +22,11 @@ import {
   type AuditViolation,
   type Logged,
 } from "../kit/audit.js";
-import type { ChildConfig, ChildMessage } from "./ipc.js";
+import { Child } from "./children.js";
+import type { ChildMessage } from "./ipc.js";
+import { converged, Observers, quiet, storedLog, Tally, until } from "./observers.js";
 import { newSeed, Random } from "../kit/random.js";
+import { saveSection } from "./report.js";
 import { RedisProcess } from "./server.js";
 import { eventually, sleep } from "../kit/wait.js";
 
@@ -106,62 +97,7 @@ const ENGINE: RollcallOptions = {
 };
 const ROOMS = Array.from({ length: 8 }, (_, i) => `room${i}`);
 const USERS = Array.from({ length: 8 }, (_, i) => `u${i}`);
-const HERE = fileURLToPath(new URL(".", import.meta.url));
-
 const log = (line: string) => console.log(line);
-
-/** Polls until `check` gives null; otherwise its last word after `ms`. */
-async function until(check: () => Promise<string | null>, ms: number): Promise<string | null> {
-  const done = async () => {
-    const word = await check();
-    if (word !== null) throw new Error(word);
-    return true;
-  };
-  return eventually(done, ms).then(
-    () => null,
-    (error: unknown) => String(error),
-  );
-}
-
-/** A child process (writer or sweeper) and what it reported. */
-class Child {
-  process: ChildProcess;
-  readonly ready: Promise<void>;
-  private exited: Promise<void>;
-
-  constructor(
-    readonly role: "writer" | "sweeper",
-    config: ChildConfig,
-    onMessage: (message: ChildMessage) => void,
-  ) {
-    this.process = fork(`${HERE}${role}.ts`, [JSON.stringify(config)], {
-      execArgv: ["--import", "tsx"],
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    this.exited = new Promise((resolve) => this.process.once("exit", () => resolve()));
-    this.ready = new Promise((resolve) => {
-      this.process.on("message", (message: ChildMessage) => {
-        if (message.type === "ready") resolve();
-        else onMessage(message);
-      });
-      this.process.once("exit", () => resolve());
-    });
-  }
-
-  async kill(): Promise<void> {
-    this.process.kill("SIGKILL");
-    await this.exited;
-  }
-
-  /** Asks it to stop after its call or pass in flight; killed if it takes too long. */
-  async stop(): Promise<void> {
-    if (this.process.exitCode !== null || this.process.signalCode !== null) return;
-    if (this.process.connected) this.process.send({ type: "stop" });
-    const timer = setTimeout(() => this.process.kill("SIGKILL"), 10_000);
-    await this.exited;
-    clearTimeout(timer);
-  }
-}
 
 interface PhaseResult {
   phase: Phase;
@@ -193,31 +129,14 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
     passes: 0,
     sweepFailures: 0,
     childUnhandled: 0,
-    resyncs: { gap: 0, reconnect: 0, log: 0, start: 0 },
   };
   const injected = Object.fromEntries(FAULTS.map((f) => [f, 0])) as Record<Fault, number>;
 
   // Observers: the log consumer, a subscriber, a replica of every room.
-  const handled: Logged[] = [];
-  const consumer = new LogConsumer(
-    new Rollcall(connect(), ENGINE),
-    (event, { bucket, id }) => void handled.push({ bucket, id, event }),
-    { group: "audit", consumer: "runner", pollMs: 20, claimIdleMs: 1_000 },
-  );
-  consumer.on("error", () => undefined);
-  consumer.start();
-  const pubsub: PresenceEvent[] = [];
-  const subscriber = new Subscriber(new Rollcall(connect(), ENGINE));
-  subscriber.on("error", () => undefined);
-  for (const room of ROOMS) await subscriber.subscribe(room, (e) => void pubsub.push(e));
-  const watcher = new Subscriber(new Rollcall(connect(), ENGINE));
-  watcher.on("error", () => undefined);
-  const watches = new Map<string, RoomWatch>();
-  for (const room of ROOMS) {
-    const watch = await watcher.watch(room);
-    watch.on("sync", (reason) => counts.resyncs[reason]++);
-    watches.set(room, watch);
-  }
+  const instance = () => new Rollcall(connect(), ENGINE);
+  const observers = new Observers(instance(), instance(), instance(), ROOMS);
+  await observers.start();
+  const { handled, pubsub, watches } = observers;
 
   // Writers and sweepers, each its own process.
   const calls: CallRecord[] = [];
@@ -312,33 +231,13 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
 
   // Quiet: writers stop, sweepers expire everything, observers catch up.
   await Promise.all(writers.map((w) => w.stop()));
-  const empty = await until(async () => {
-    for (const room of ROOMS) {
-      const roster = await rc.roster(room);
-      if (roster.count > 0 || roster.typing.length > 0) return `${room}: ${roster.count} members`;
-    }
-    return null;
-  }, 20_000);
+  const empty = await until(() => quiet(rc, ROOMS), 20_000);
   if (empty) problems.push(`never quiet: ${empty}`);
-  const converged = await until(async () => {
-    for (const [room, watch] of watches) {
-      const roster = await rc.roster(room);
-      const members = watch.roster.members.map((m) => m.user).join(",");
-      if (!watch.synced || members !== "" || watch.roster.typing.length > 0) {
-        return `the watch of ${room} (${watch.synced ? "synced" : "not synced"}) lists ${members} at ${watch.roster.epoch}/${watch.roster.seq}; roster() at ${roster.epoch}/${roster.seq}`;
-      }
-    }
-    return null;
-  }, 10_000);
-  if (converged) problems.push(`replicas did not converge: ${converged}`);
+  const settled = await until(() => converged(rc, watches), 10_000);
+  if (settled) problems.push(`replicas did not converge: ${settled}`);
   let stored: Logged[] = [];
   const drained = await until(async () => {
-    stored = [];
-    for (let bucket = 0; bucket < rc.settings.buckets; bucket++) {
-      for (const [id, fields] of await rc.redis.xrange(rc.layout.log(bucket), "-", "+")) {
-        stored.push({ bucket, id, event: checkEvent(JSON.parse(fields[1]!)) });
-      }
-    }
+    stored = await storedLog(rc);
     const ids = new Set(handled.map((l) => `${l.bucket}/${l.id}`));
     const unread = stored.filter((l) => !ids.has(`${l.bucket}/${l.id}`)).length;
     return unread === 0 ? null : `${unread} log entries never handled`;
@@ -355,10 +254,7 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
   }, 5_000);
 
   await Promise.all(sweepers.map((s) => s.stop()));
-  await consumer.stop();
-  await Promise.all([...watches.values()].map((w) => w.close()));
-  subscriber.close();
-  watcher.close();
+  await observers.stop();
   connections.forEach((c) => c.disconnect());
   await server.stop();
   process.off("unhandledRejection", onUnhandled);
@@ -372,7 +268,6 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
     bucketOf: (room) => rc.layout.room(room).bucket,
     lossAllowed: !phase.durable,
   });
-  const { resyncs } = counts;
   const stats: Record<string, number | string> = {
     "fault period, s": Math.round(faultSeconds),
     "whole phase, s": Math.round((Date.now() - started) / 1_000),
@@ -390,7 +285,7 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
     "acked, never logged": result.unlogged,
     "logged, then lost": result.lostFromLog,
     "left present by a loss, room silent since": result.stranded,
-    "replica resyncs": `${resyncs.gap} gap, ${resyncs.reconnect} reconnect, ${resyncs.log} log`,
+    "replica resyncs": resyncsAfterStart(observers.resyncs),
     "sweeper passes with expiries": counts.passes,
     "sweeper passes failed": counts.sweepFailures,
     ...Object.fromEntries(FAULTS.map((f) => [`fault: ${f}`, injected[f]])),
@@ -398,6 +293,13 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
     "other problems": problems.length,
   };
   return { phase, audit: result, problems, stats };
+}
+
+/** The watches' resyncs but their first snapshots, by reason. */
+function resyncsAfterStart(resyncs: Tally): string {
+  const after = new Tally();
+  for (const [reason, n] of resyncs.counts) if (reason !== "start") after.add(reason, n);
+  return String(after);
 }
 
 function describePhase(phase: Phase): string {
@@ -477,8 +379,7 @@ async function main(): Promise<number> {
       "  acknowledged write missing without a data-losing fault, every stored entry handled.",
       "",
     ].join("\n");
-    const path = fileURLToPath(new URL("results.md", import.meta.url));
-    writeFileSync(path, await format(markdown, { parser: "markdown", printWidth: 100 }));
+    const path = await saveSection("faults", markdown);
     log(`table saved to ${path}`);
   }
   return failed ? 1 : 0;
