@@ -121,6 +121,8 @@ export async function deploymentRollcall(
     if (!(error instanceof InvalidInputError)) throw error;
     throw new CliError(1, `the settings stored in ${key} are not usable: ${error.message}`);
   }
+  // An evicting Redis (rollcall check fails it): one line on stderr, as the CLI says things.
+  rollcall.on("warning", (warning) => process.stderr.write(`rollcall: ${warning.message}\n`));
   await rollcall.ready(); // also compares the layout version this CLI was built for
   return rollcall;
 }

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
 import { RollcallError, SettingsMismatchError, UnexpectedReplyError } from "../protocol/errors.js";
 import { RedisCallError } from "./errors.js";
 import {
@@ -12,10 +13,13 @@ import { integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { encodeState, type MemberState } from "../protocol/state.js";
 import { subscriberConnection } from "./connections.js";
 import { LogGroup, records } from "./eventLog.js";
+import { memoryPolicies, policyWarning, type RollcallWarning } from "./memoryPolicy.js";
+import { roomsOfBuckets } from "./roomScan.js";
 import { KEPT, Layout, REPLAY_GENERATION } from "./layout.js";
 import { Metrics } from "./metrics.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
 import { count, type Counts } from "./scripts/count.js";
+import { mark, type RoomMark } from "./scripts/mark.js";
 import { storedSettings } from "./deployment.js";
 import { deployment } from "./scripts/deployment.js";
 import {
@@ -52,7 +56,7 @@ const SWEEP_BATCH = 16;
 const SWEEP_ROOMS = 64;
 /** Entries one heartbeat call refreshes at most: steady ones cost about a microsecond each. */
 export const HEARTBEAT_BATCH = 128;
-/** Rooms one reconcile call counts. */
+/** Rooms one reconcile call counts at most. */
 const RECONCILE_ROOMS = 256;
 
 /** One heartbeat call of a heartbeatMany: a bucket's entries (HEARTBEAT_BATCH at most). */
@@ -104,11 +108,19 @@ export interface HeartbeatFailure {
 export type HeartbeatOutcome =
   (HeartbeatResult & { readonly error?: undefined }) | HeartbeatFailure;
 
+export interface RollcallEvents {
+  /**
+   * The deployment's Redis runs rollcall, but not safely: an evicting maxmemory-policy (or one
+   * that could not be read), found by ready(). With no listener, process.emitWarning tells it.
+   */
+  warning: [warning: RollcallWarning];
+}
+
 /**
  * Presence in Redis: who is in each room, who is typing, and an event for every change.
  * Every method is one script call, except where it says otherwise.
  */
-export class Rollcall {
+export class Rollcall extends EventEmitter<RollcallEvents> {
   readonly settings: Settings;
   /** @internal Where everything lives in Redis: the engine's alone (tests look, too). */
   readonly layout: Layout;
@@ -134,6 +146,7 @@ export class Rollcall {
     readonly redis: Client,
     options?: RollcallOptions,
   ) {
+    super();
     this.settings = resolveSettings(options);
     this.metrics = new Metrics(options?.meter);
     this.layout = new Layout(this.settings.prefix, this.settings.buckets);
@@ -151,12 +164,16 @@ export class Rollcall {
    * Checks this instance's settings against the deployment's, stored in Redis by its first
    * instance. Every call awaits it; call it at start-up to fail early. Rejects with
    * SETTINGS_MISMATCH for good, or with the outage that kept it from checking (then it retries).
+   * Then reads every master's maxmemory-policy: any but noeviction is a `warning` event (the
+   * check goes on; nothing fails).
    */
   ready(): Promise<void> {
-    this.checked ??= this.checkDeployment().catch((error: unknown) => {
-      if (!(error instanceof SettingsMismatchError)) this.checked = undefined;
-      throw error;
-    });
+    this.checked ??= this.checkDeployment()
+      .then(() => this.checkMemoryPolicy())
+      .catch((error: unknown) => {
+        if (!(error instanceof SettingsMismatchError)) this.checked = undefined;
+        throw error;
+      });
     return this.checked;
   }
 
@@ -433,21 +450,51 @@ export class Rollcall {
 
   /**
    * Counts every bucket's rooms anew and makes those the bucket's counts: after keys expired
-   * unannounced (no sweeper ran for a key TTL) or data was lost. Exact while calls go on; a few
-   * script calls per bucket, each bounded. Resolves to the buckets it reconciled (a bucket whose
-   * reconcile another started meanwhile is left to that one).
+   * unannounced (no sweeper ran for a key TTL), were evicted, or data was lost. The rooms are
+   * found by a SCAN of their keys on every master, not from an index that may have gone with
+   * them, and a room missing from its bucket's due index is put back in it (due now), so that a
+   * sweep announces what expired. Exact while calls go on; each script call counts at most
+   * RECONCILE_ROOMS rooms. Resolves to the buckets it reconciled (a bucket whose reconcile
+   * another started meanwhile is left to that one).
    */
   async reconcile(): Promise<number> {
-    const reconciled = await Promise.all(
-      Array.from({ length: this.settings.buckets }, async (_, bucket) => {
-        let step = { generation: 0, cursor: "0", count: RECONCILE_ROOMS, superseded: false };
-        do {
-          step = await this.run(reconcile, bucket, { kind: "write", keys: 2 }, [], step);
-        } while (step.cursor !== "0" && !step.superseded);
-        return step.superseded ? 0 : 1;
-      }),
+    const step = (bucket: number, generation: number, rooms: string[], finish = false) =>
+      this.run(reconcile, bucket, { kind: "write", keys: 2 }, [], { generation, rooms, finish });
+    const buckets = Array.from({ length: this.settings.buckets }, (_, bucket) => bucket);
+    // Started first: a room made after its bucket's start is counted by the calls that make it.
+    const generations = await Promise.all(
+      buckets.map(async (b) => (await step(b, 0, [])).generation),
     );
-    return reconciled.reduce<number>((a, b) => a + b, 0);
+    const superseded = new Set<number>();
+    await roomsOfBuckets(this.redis, this.layout, async (bucket, rooms) => {
+      for (let i = 0; i < rooms.length && !superseded.has(bucket); i += RECONCILE_ROOMS) {
+        const batch = rooms.slice(i, i + RECONCILE_ROOMS);
+        if ((await step(bucket, generations[bucket]!, batch)).superseded) superseded.add(bucket);
+      }
+    });
+    const ends = buckets.map(async (b) =>
+      superseded.has(b) || (await step(b, generations[b]!, [], true)).superseded ? 0 : 1,
+    );
+    return (await Promise.all(ends)).reduce<number>((a, b) => a + b, 0);
+  }
+
+  /**
+   * @internal Where a room stands in Redis, read without its members (a few O(1) reads): its
+   * epoch, the seq of its last event, its count, and the records it holds. What a RoomWatch
+   * checks its replica against.
+   */
+  async mark(room: string): Promise<RoomMark> {
+    const [key] = this.layout.room(checkId("room", room)).keys;
+    let shards = this.roomSizes.get(room)?.shards ?? 0;
+    for (let attempt = 1; ; attempt++) {
+      const keys = Array.from({ length: shards }, (_, k) => this.layout.shard(room, k));
+      const found = await this.read(mark, room, { key, shards: keys });
+      if (!("reshaped" in found)) return found;
+      if (attempt === 3) {
+        throw new RedisCallError("mark", new Error("the room was resharded on every read"));
+      }
+      shards = found.shards;
+    }
   }
 
   /** Expires and announces everything due in one room now, `batch` members per script call. */
@@ -632,6 +679,18 @@ export class Rollcall {
   private published<T extends { event: EventId | null }>(type: EventType, result: T): T {
     if (result.event) this.metrics.add("rollcall.events", 1, { type });
     return result;
+  }
+
+  /** Every master's maxmemory-policy: a warning when it may evict (or cannot be read). */
+  private async checkMemoryPolicy(): Promise<void> {
+    const warning = policyWarning(await memoryPolicies(this.redis));
+    if (!warning) return;
+    if (this.listenerCount("warning") === 0) return process.emitWarning(warning);
+    try {
+      this.emit("warning", warning);
+    } catch (thrown) {
+      process.emitWarning(thrown instanceof Error ? thrown : new Error(String(thrown)));
+    }
   }
 
   private async checkDeployment(): Promise<void> {

@@ -8,15 +8,17 @@ import {
   type RosterChange,
 } from "../protocol/replica.js";
 import { Pause } from "./background.js";
+import { RoomCheck } from "./roomCheck.js";
 import type { Subscription, Subscriptions } from "./subscription.js";
 
 /**
  * Why the replica was brought up to date. start: the first snapshot; gap: an event did not
  * follow the last one applied (or came from another epoch); reconnect: the subscriber
  * connection came back, so events may have been lost; log: a gap was closed with the events
- * read back from the event log, without a snapshot.
+ * read back from the event log, without a snapshot; verify: a periodic check found Redis no
+ * longer holding what the replica does (keys evicted or expired unannounced, an event lost).
  */
-export type SyncReason = "start" | "gap" | "reconnect" | "log";
+export type SyncReason = "start" | "gap" | "reconnect" | "log" | "verify";
 
 interface RoomWatchEvents {
   /** The replica changed; read `roster` for the whole of it. */
@@ -49,6 +51,8 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   private readonly pause = new Pause();
   /** Gaps that keep coming (messages that are not rollcall's) resync with backoff, not in a loop. */
   private readonly pacer = new ResyncPacer();
+  /** Checks the synced replica against Redis now and then (RoomCheck). */
+  private readonly check: RoomCheck;
 
   constructor(
     private readonly subscriber: Subscriptions,
@@ -56,6 +60,12 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
   ) {
     super();
     this.replica = new Replica(room);
+    this.check = new RoomCheck(
+      () => subscriber.rollcall.mark(room),
+      () => (this.isSynced && !this.syncing ? this.replica.roster : null),
+      () => this.resync("verify"),
+      (error) => subscriber.report(error),
+    );
   }
 
   /** The replica as of the last event applied; members in roster() order. */
@@ -77,6 +87,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
         onResubscribed: () => this.resync("reconnect"),
       });
       await this.sync();
+      this.check.start();
     } catch (error) {
       await this.close();
       throw error;
@@ -90,6 +101,7 @@ export class RoomWatch extends EventEmitter<RoomWatchEvents> {
     if (this.isClosed) return;
     this.isClosed = true;
     this.isSynced = false;
+    this.check.stop();
     this.pause.interrupt();
     await this.subscription?.close();
   }

@@ -206,7 +206,7 @@ async function scenario(
     const watcher = new Subscriber(open());
     watcher.on("error", () => errors.subscriber++);
     closers.push(() => watcher.close());
-    const resyncs = { gap: 0, reconnect: 0, log: 0 };
+    const resyncs = { gap: 0, reconnect: 0, log: 0, verify: 0 };
     const watches = new Map<string, RoomWatch>();
     for (const room of rooms) {
       const watch = await watcher.watch(room);

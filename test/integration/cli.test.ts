@@ -7,6 +7,7 @@ import { useCluster } from "../kit/cluster.js";
 import { freePort } from "../kit/ports.js";
 import { IMMEDIATE, client, listen, ownRedis, redisUrl } from "../kit/redis.js";
 import { advanceClock } from "../kit/clock.js";
+import { redisWith, stopRedisWith } from "../kit/redisWith.js";
 import { eventually } from "../kit/wait.js";
 
 // Every test runs the built binary, as `npx rollcall` would, against the test's Redis.
@@ -287,6 +288,56 @@ describe("the rollcall CLI", function () {
     });
   });
 
+  describe("check of Redis's maxmemory-policy", () => {
+    const own: Redis[] = [];
+    /** A connection to a server of the test's own, emptied (a dump.rdb may have filled it). */
+    const connect = async (url: string) => {
+      const redis = new Redis(url);
+      own.push(redis);
+      await redis.flushall();
+      return redis;
+    };
+    afterEach(async () => {
+      own.splice(0).forEach((redis) => redis.disconnect());
+      await stopRedisWith();
+    });
+
+    it("exits 1 when Redis may evict rollcall's keys, saying why, even where the settings agree", async () => {
+      const { url } = await ownRedis();
+      await (await connect(url)).config("SET", "maxmemory-policy", "allkeys-lru");
+      const rc = new Rollcall(await connect(url), { ...IMMEDIATE, ...OPTIONS });
+      rc.on("warning", () => undefined);
+      await rc.ready();
+      const { code, stdout } = await cli(["check", ...AGREEING], { REDIS_URL: url });
+      expect(code).to.equal(1);
+      const [agree, why, ...rest] = stdout.trimEnd().split("\n");
+      expect(agree).to.equal("the settings agree with rollcall:deployment");
+      expect(why).to.equal(
+        `Redis evicts keys when it reaches maxmemory (maxmemory-policy allkeys-lru on ` +
+          `127.0.0.1:${new URL(url).port}). rollcall's rooms and indexes all carry an expiry, so ` +
+          `any evicting policy, volatile-* included, can drop present members without a leave, ` +
+          `restart rooms' events and leave counts wrong. Set maxmemory-policy noeviction (then a ` +
+          `full Redis refuses writes with REDIS_OOM instead of losing presence).`,
+      );
+      expect(rest).to.deep.equal([]);
+    });
+
+    it("reads the policy from INFO where CONFIG is disabled, and fails volatile-lru too", async () => {
+      const url = await redisWith([
+        ...["--rename-command", "CONFIG", ""],
+        ...["--maxmemory-policy", "volatile-lru"],
+      ]);
+      await connect(url);
+      const { code, stdout } = await cli(["check", ...AGREEING], { REDIS_URL: url });
+      expect(code).to.equal(1);
+      expect(stdout).to.match(/^nothing stored in rollcall:deployment yet/);
+      expect(stdout).to.include(
+        `(maxmemory-policy volatile-lru on 127.0.0.1:${new URL(url).port})`,
+      );
+      expect(stdout).to.include("Set maxmemory-policy noeviction");
+    });
+  });
+
   describe("watch", () => {
     it("tails the room's events with the roster after each, and ends cleanly on SIGINT", async () => {
       const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
@@ -506,6 +557,24 @@ describe("the rollcall CLI", function () {
 
 describe("the rollcall CLI on a Redis Cluster", () => {
   const { connect, cluster } = useCluster(3);
+
+  it("check reads every master's maxmemory-policy, and exits 1 naming the one that may evict", async function () {
+    this.timeout(60_000);
+    const [, , evicting] = await cluster().masters();
+    const admin = cluster().admin(evicting!.port);
+    await admin.config("SET", "maxmemory-policy", "allkeys-lru");
+    try {
+      const nodes = cluster()
+        .nodes.map((n) => `${n.host}:${n.port}`)
+        .join(",");
+      const { code, stdout } = await cli(["--cluster", nodes, "check"]);
+      expect(code).to.equal(1);
+      expect(stdout).to.include(`(maxmemory-policy allkeys-lru on 127.0.0.1:${evicting!.port}).`);
+      expect(stdout.match(/ on 127\.0\.0\.1:/g)).to.have.length(1);
+    } finally {
+      await admin.config("SET", "maxmemory-policy", "noeviction");
+    }
+  });
 
   it("prints a roster and stats across shards", async function () {
     this.timeout(60_000);

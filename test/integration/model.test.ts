@@ -120,7 +120,7 @@ async function run(graceMs: number, actions: Action[]): Promise<void> {
   const scripts = new Scripts(redis);
   // Per bucket: the reconcile under way (counting one room per call), and whether the counts are
   // off (keys lost since the last reconcile that started before the loss ended).
-  const reconciles = new Map<number, { generation: number; cursor: string; start: number }>();
+  const reconciles = new Map<number, { generation: number; named: number; start: number }>();
   const lost = new Map<number, number>();
   const s = rollcall.settings;
   const shared = [
@@ -183,14 +183,23 @@ async function run(graceMs: number, actions: Action[]): Promise<void> {
         break;
       }
       case "reconcileStep": {
-        const under = reconciles.get(a.bucket) ?? { generation: 0, cursor: "0", start: i };
+        // One room per call, as a SCAN of the rooms' keys names them, then the call that ends it.
+        const rooms = ROOMS.filter((r) => layout.room(r).bucket === a.bucket);
+        const under = reconciles.get(a.bucket) ?? { generation: 0, named: 0, start: i };
+        const finish = under.named === rooms.length;
         const next = await scripts.run(reconcile, layout.bucketKeys(a.bucket).slice(0, 2), shared, {
-          ...under,
-          count: 1,
+          generation: under.generation,
+          rooms: rooms.slice(under.named, under.named + 1),
+          finish,
         });
         expect(next.superseded, step).to.equal(false);
-        if (next.cursor !== "0") reconciles.set(a.bucket, { ...next, start: under.start });
-        else {
+        if (!finish) {
+          reconciles.set(a.bucket, {
+            ...under,
+            generation: next.generation,
+            named: under.named + 1,
+          });
+        } else {
           reconciles.delete(a.bucket);
           if ((lost.get(a.bucket) ?? -1) < under.start) lost.delete(a.bucket);
         }

@@ -1,4 +1,5 @@
 import { deploymentKey, storedSettings } from "../../engine/deployment.js";
+import { memoryPolicies, policyWarning } from "../../engine/memoryPolicy.js";
 import { deploymentFields, differences, resolveSettings } from "../../engine/settings.js";
 import { InvalidInputError } from "../../protocol/errors.js";
 import type { Command } from "../args.js";
@@ -10,13 +11,30 @@ import { sum } from "./stats.js";
 /**
  * `check [SETTINGS] [--reconcile]`: the given settings (the library's defaults for the rest)
  * against the deployment's, storing nothing. Nothing stored yet is a pass: the first instance to
- * start stores its own, so any valid settings would be accepted. With --reconcile, the counts are
- * then brought back to what the rooms hold.
+ * start stores its own, so any valid settings would be accepted. Then Redis itself: every
+ * master's maxmemory-policy must be noeviction. With --reconcile, the counts are then brought
+ * back to what the rooms hold.
  */
 export async function check(command: Command): Promise<number> {
   const status = await compare(command);
+  const evicting = await checkMemoryPolicy(command);
   if (command.reconcile && status !== 2) await reconcile(command);
-  return status === 1 ? 1 : 0;
+  return status === 1 || evicting ? 1 : 0;
+}
+
+/**
+ * Whether Redis may evict rollcall's keys (said why); silent when every master is noeviction.
+ * A policy that cannot be read is a note, not a failure: CONFIG and INFO may both be refused.
+ */
+async function checkMemoryPolicy({ target }: Command): Promise<boolean> {
+  const warning = policyWarning(await withClient(target, memoryPolicies));
+  if (!warning) return false;
+  if (warning.code === "UNKNOWN_POLICY") {
+    print(paint("yellow", `note: ${warning.message}`));
+    return false;
+  }
+  print(paint("red", warning.message));
+  return true;
 }
 
 /** 0: the settings agree; 1: they differ; 2: nothing is stored. */

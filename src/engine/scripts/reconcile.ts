@@ -3,18 +3,14 @@ import type { Script } from "../script.js";
 interface ReconcileStep {
   /** The reconcile's generation (0: start one). */
   generation: number;
-  cursor: string;
-  /** Rooms counted per call. */
-  count: number;
+  /** Rooms to count, found by their keys (at most a batch). */
+  rooms: readonly string[];
+  /** Every room was named: the counts become the bucket's. */
+  finish: boolean;
 }
 
-export const reconcile: Script<ReconcileStep, ReconcileStep & { superseded: boolean }> = {
+export const reconcile: Script<ReconcileStep, { generation: number; superseded: boolean }> = {
   name: "reconcile",
-  args: ({ generation, cursor, count }) => [generation, cursor, count],
-  decode: (reply, { count }) => ({
-    generation: reply.int(0),
-    cursor: reply.str(1),
-    count,
-    superseded: reply.int(2) === 1,
-  }),
+  args: ({ generation, rooms, finish }) => [generation, finish ? 1 : 0, ...rooms],
+  decode: (reply) => ({ generation: reply.int(0), superseded: reply.int(1) === 1 }),
 };
