@@ -42,4 +42,6 @@ export { parseEvent, checkEvent, EVENT_TYPES } from "./protocol/events.js";
 export type * from "./protocol/events.js";
 export * from "./protocol/errors.js";
 export { RedisCallError } from "./engine/errors.js";
+export { RollcallWarning, type MemoryPolicy, type WarningCode } from "./engine/memoryPolicy.js";
+export type { RollcallEvents } from "./engine/rollcall.js";
 export type { MemberState, JsonValue } from "./protocol/state.js";
