@@ -14,12 +14,12 @@ import { encodeState, type MemberState } from "../protocol/state.js";
 import { subscriberConnection } from "./connections.js";
 import { LogGroup, records } from "./eventLog.js";
 import { memoryPolicies, policyWarning, type RollcallWarning } from "./memoryPolicy.js";
+import { readMark, type RoomMark } from "./roomMark.js";
 import { roomsOfBuckets } from "./roomScan.js";
 import { KEPT, Layout, REPLAY_GENERATION } from "./layout.js";
 import { Metrics } from "./metrics.js";
 import { Scripts, type Arg, type Client, type Script } from "./script.js";
 import { count, type Counts } from "./scripts/count.js";
-import { mark, type RoomMark } from "./scripts/mark.js";
 import { storedSettings } from "./deployment.js";
 import { deployment } from "./scripts/deployment.js";
 import {
@@ -479,16 +479,17 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   }
 
   /**
-   * @internal Where a room stands in Redis, read without its members (a few O(1) reads): its
-   * epoch, the seq of its last event, its count, and the records it holds. What a RoomWatch
+   * @internal Where a room stands in Redis, read without its members (one MULTI of O(1) reads):
+   * its epoch, the seq of its last event, its count, and the records it holds. What a RoomWatch
    * checks its replica against.
    */
   async mark(room: string): Promise<RoomMark> {
-    const [key] = this.layout.room(checkId("room", room)).keys;
+    const { keys } = this.layout.room(checkId("room", room));
+    await this.readyToRead();
     let shards = this.roomSizes.get(room)?.shards ?? 0;
     for (let attempt = 1; ; attempt++) {
-      const keys = Array.from({ length: shards }, (_, k) => this.layout.shard(room, k));
-      const found = await this.read(mark, room, { key, shards: keys });
+      const shardKeys = Array.from({ length: shards }, (_, k) => this.layout.shard(room, k));
+      const found = await readMark(this.redis, { room: keys[0], seq: keys[3], shards: shardKeys });
       if (!("reshaped" in found)) return found;
       if (attempt === 3) {
         throw new RedisCallError("mark", new Error("the room was resharded on every read"));

@@ -1,4 +1,4 @@
-import type { RoomMark } from "../engine/scripts/mark.js";
+import type { RoomMark } from "../engine/roomMark.js";
 import type { ReplicaRoster } from "../protocol/replica.js";
 
 /** How often a replica is checked against Redis (±20 %), and how soon a difference is confirmed. */

@@ -57,11 +57,21 @@ function warned(redis: Client, options = {}) {
   return { rollcall, warnings };
 }
 
-/** A watch of the room, its changes and syncs recorded; errors collected. */
-async function watched(rollcall: Rollcall, room: string, subscriber = new Subscriber(rollcall)) {
+/** A Subscriber of the test's, its errors collected. */
+function subscriberOf(rollcall: Rollcall) {
+  const subscriber = new Subscriber(rollcall);
   subscribers.add(subscriber);
   const errors: Error[] = [];
   subscriber.on("error", (e) => errors.push(e));
+  return { subscriber, errors };
+}
+
+/** A watch of the room, its changes and syncs recorded; the subscriber's errors collected. */
+async function watched(
+  rollcall: Rollcall,
+  room: string,
+  { subscriber, errors } = subscriberOf(rollcall),
+) {
   const watch = await subscriber.watch(room);
   const changes: RosterChange[] = [];
   const syncs: SyncReason[] = [];
@@ -233,6 +243,35 @@ describe("keys lost without an event (evicted, or deleted by hand to be exact)",
       }
     });
 
+    it("checks against a mark read as roster() sees the room: sharded or not, a member in its grace included", async () => {
+      const rc = new Rollcall(client(), { ...OPTIONS, leaveGraceMs: 5_000 });
+      const expectAgree = async (room: string) => {
+        const { epoch, seq, count, members } = await rc.roster(room);
+        const mark = await rc.mark(room);
+        expect(mark, room).to.deep.equal({
+          epoch,
+          seq: count === 0 ? 0 : seq,
+          count,
+          records: members.length,
+        });
+      };
+      await expectAgree("empty");
+      await rc.heartbeat("small", "ann", "a1");
+      await rc.heartbeat("small", "bob", "b1");
+      await rc.startTyping("small", "bob");
+      await rc.leave("small", "ann", "a1"); // in her leave grace: still a member
+      await expectAgree("small");
+      smallShards(true);
+      try {
+        const sharded = new Rollcall(client(), { ...OPTIONS, leaveGraceMs: 5_000 });
+        for (const user of ["u0", "u1", "u2", "u3", "u4"])
+          await sharded.heartbeat("big", user, "c1");
+        await expectAgree("big");
+      } finally {
+        smallShards(false);
+      }
+    });
+
     it("takes no snapshot while Redis and the replica agree, events in flight included", async function () {
       this.timeout(3 * CHECK_MS + 20_000);
       const rc = new Rollcall(client(), OPTIONS);
@@ -351,8 +390,8 @@ describe("a real eviction (maxmemory reached under volatile-lru)", () => {
         ["ann", "bob", "cy"].map((user) => ({ room, user, connection: `${user}-1` })),
       );
     }
-    const subscriber = new Subscriber(rc);
-    const watches = await Promise.all(rooms.map((room) => watched(rc, room, subscriber)));
+    const shared = subscriberOf(rc);
+    const watches = await Promise.all(rooms.map((room) => watched(rc, room, shared)));
     expect(watches.every(({ watch }) => watch.roster.count === 3)).to.equal(true);
 
     // Memory a little above what is used, then keys without an expiry until Redis evicts: under
@@ -395,5 +434,6 @@ describe("a real eviction (maxmemory reached under volatile-lru)", () => {
     const users_ = (await rc.stats()).reduce((n, b) => n + b.users, 0);
     const counted = await Promise.all(rooms.map(async (room) => (await rc.count(room)).users));
     expect(users_).to.equal(counted.reduce((a, b) => a + b, 0));
+    expect(shared.errors).to.deep.equal([]);
   });
 });
