@@ -11,7 +11,7 @@ import {
 } from "../../src/index.js";
 import { CHECK_MS, CONFIRM_MS } from "../../src/runtime/roomCheck.js";
 import { advanceClock, smallShards } from "../kit/clock.js";
-import { useCluster } from "../kit/cluster.js";
+import { keySlot, useCluster } from "../kit/cluster.js";
 import { IMMEDIATE, client, ownRedis } from "../kit/redis.js";
 import { redisWith, stopRedisWith } from "../kit/redisWith.js";
 import { eventually } from "../kit/wait.js";
@@ -185,6 +185,33 @@ describe("an evicting maxmemory-policy", () => {
       } finally {
         await cluster().admin(evicting.port).config("SET", "maxmemory-policy", "noeviction");
       }
+    });
+
+    it("reconcile() finds every master's rooms by SCAN, their due indexes gone", async function () {
+      this.timeout(60_000);
+      const redis = connectCluster();
+      const rc = new Rollcall(redis, { ...OPTIONS, prefix: "scan" });
+      const rooms = Array.from({ length: 40 }, (_, i) => `room-${i}`);
+      for (const room of rooms) {
+        await rc.heartbeat(room, "ann", "a1");
+        await rc.heartbeat(room, "bob", "b1");
+      }
+      const lost = rooms.slice(0, 5);
+      for (let b = 0; b < rc.settings.buckets; b++) await redis.del(rc.layout.due(b));
+      for (const room of lost) await redis.del(rc.layout.room(room).keys[0]);
+      const holders = await Promise.all(
+        rooms.map(
+          async (r) => (await cluster().nodeForSlot(keySlot(rc.layout.room(r).keys[0]))).port,
+        ),
+      );
+      expect(new Set(holders).size, "masters holding rooms").to.equal(3);
+
+      expect(await rc.reconcile()).to.equal(rc.settings.buckets);
+      const total = (await rc.stats()).reduce(
+        (t, b) => ({ rooms: t.rooms + b.rooms, users: t.users + b.users }),
+        { rooms: 0, users: 0 },
+      );
+      expect(total).to.deep.equal({ rooms: 35, users: 70 });
     });
   });
 });
