@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 --[[
   A room's counts, read from its meta alone: no member is read.
 

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   The deployment's settings: the first instance stores its own; every later one gets them back
   and refuses to run if they differ from its own.

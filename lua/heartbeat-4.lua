@@ -1,3 +1,4 @@
+#!lua
 --[[
   Refreshes connections of users in rooms of one bucket: one entry or a batch of them. A user's
   first live connection in a room publishes 'join' (after the overdue 'leave' of connections that
@@ -17,9 +18,15 @@
   leave grace count); nothing is written or published. A present user's other connections always
   get in. An empty state keeps the stored one.
 
+  At maxmemory under noeviction, Redis refuses this script before it runs; the engine then runs
+  its variant for the limit, the same script with `flags=allow-oom` and atLimit true: steady
+  heartbeats and what expires go on, and an entry that would grow memory (a join, a new
+  connection, a bigger state) is refused, changing nothing.
+
   Reply: 0 when every entry was refreshed and nothing was published; else {epoch of the events
   published or '', then per entry that did more: its index (from 0), outcome, seq or 0}.
 ]]
+local atLimit = false
 -- @include "record"
 local FIELDS = 3
 local COLON = 58
@@ -109,7 +116,7 @@ end
 if #slow == 0 then
   return 0
 end
-local OUTCOME = outcomes('refreshed', 'joined', 'full')
+local OUTCOME = outcomes('refreshed', 'joined', 'full', 'refused')
 -- Keeps every record, and so every script, bounded.
 local MAX_CONNECTIONS = 64
 
@@ -133,6 +140,10 @@ local function beat(r, user, conn, state, capacity)
   local joined = not rec
   if joined and capacity > 0 and Members.count(r) >= capacity then
     return OUTCOME.full
+  end
+  -- Redis is full: what would grow memory waits until leaves and sweeps have freed some.
+  if atLimit and (joined or not Presence.findConnection(rec, conn) or #state > #rec.s) then
+    return OUTCOME.refused
   end
   if joined then
     rec = { j = now, ids = {}, beats = {}, s = '' }

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Removes one connection of a user (the clean disconnect). When that was the user's last live
   connection, the user's typing stops with it and 'leave' (reason explicit) is published, or,

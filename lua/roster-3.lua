@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   What a page of a room's roster is consistent with: the epoch and the sequence number (apply
   events of that epoch whose prev is that number, then the later ones in order), the member
@@ -9,12 +10,17 @@
   never had an epoch (never a member) names '' and starts none: the first event of the room is of
   an epoch started after the page, and replicas read again.
 
+  Redis at maxmemory refuses every command queued in a MULTI: the engine then runs this
+  script's variant for the limit (atLimit true), given the reads, and it runs them itself.
+
   KEYS[1..3], ARGV[1..5]: see include/bucket.lua; derives the room's key.
-  ARGV[6] room
+  ARGV[6] room   ARGV[7] and on, at the limit only: the reads, each as its length then its words
 
   Reply: {epoch, seq, member count, the bucket log's last entry id or '' (events of the room
-  after the page come after it in the log), Redis's time, the room's shards (0: its own hash)}
+  after the page come after it in the log), Redis's time, the room's shards (0: its own hash)},
+  then, at the limit, the reads' replies
 ]]
+local atLimit = false
 -- @include "options"
 -- @include "meta"
 -- @include "epoch"
@@ -29,5 +35,13 @@ if m then
 else
   -- An empty room's next event starts a new chain (prev 0) with a number above the counter.
   reply[2] = tonumber(rcall('HGET', seqKey, 'n')) or 0
+end
+if atLimit then
+  local at = 7
+  while at <= #ARGV do
+    local words = tonumber(ARGV[at])
+    reply[#reply + 1] = rcall(unpack(ARGV, at + 1, at + words))
+    at = at + 1 + words
+  end
 end
 return reply

@@ -1,3 +1,4 @@
+#!lua
 --[[
   Replaces a present user's state (a small JSON object: status, device, ...). Publishes one
   'update' when it changed; never a leave and a join.

@@ -1,3 +1,4 @@
+#!lua
 --[[
   Marks a present user as typing, or refreshes the mark. Publishes 'typing-start' only when the
   user was not typing. A user who is not present, or has no live connection (in the leave

@@ -1,3 +1,4 @@
+#!lua flags=no-writes
 --[[
   A bucket's counts, as the scripts that change its rooms keep them, and its sweep backlog.
 

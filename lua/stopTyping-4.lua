@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Clears a user's typing mark (the user sent the message or cleared the input). Publishes
   'typing-stop' (reason explicit) only when the user was typing.

@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Expires what is due in a bucket's rooms (or in one room): connections past the presence
   window, typing marks past the typing window, leave graces that ended. Publishes one 'leave'
@@ -31,6 +32,7 @@ do
   end
 end
 local batch, roomLimit = tonumber(ARGV[7]), tonumber(ARGV[8])
+Stall.sweeping()
 
 local names, lag = {}, 0
 local due = ARGV[6] == '' and rcall('ZRANGE', dueKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, roomLimit, 'WITHSCORES')

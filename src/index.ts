@@ -1,12 +1,7 @@
-export {
-  Rollcall,
-  type Heartbeat,
-  type HeartbeatFailure,
-  type HeartbeatOutcome,
-} from "./engine/rollcall.js";
+export { Rollcall, type Heartbeat, type HeartbeatOutcome } from "./engine/rollcall.js";
 export type { RollcallOptions, Settings } from "./engine/settings.js";
 export { COMMAND_TIMEOUT_MS, REDIS_OPTIONS } from "./engine/redisOptions.js";
-export type { HeartbeatResult } from "./engine/scripts/heartbeat.js";
+export type { HeartbeatFailure, HeartbeatResult } from "./engine/scripts/heartbeat.js";
 export type { LeaveResult } from "./engine/scripts/leave.js";
 export type { TypingResult } from "./engine/scripts/startTyping.js";
 export type { StopTypingResult } from "./engine/scripts/stopTyping.js";

@@ -4,10 +4,19 @@
 ]]
 -- @include "record"
 -- @include "modules"
+-- @include "stall"
 local Record = defineModule('Record', function(bucket)
   local spack, sunpack, ssub, schar = struct.pack, struct.unpack, string.sub, string.char
   local now, presenceWindow, typingWindow = bucket.now, bucket.presenceWindow, bucket.typingWindow
   local GRACE_REASONS = { 'explicit', 'expired', explicit = 1, expired = 2 }
+
+  -- When a connection that last beat at `beat` expires: a presence window later, or, if that
+  -- has passed, later still when a stall of Redis held it (see stall). Only an overdue
+  -- connection asks.
+  local function expiresAt(beat)
+    local at = beat + presenceWindow
+    return at > now and at or bucket.Stall.hold(at)
+  end
 
   -- {j = joinedAt, t = typedAt or nil, ids = {...}, beats = {...}, g = grace end or nil,
   --  r = grace reason, s = state or ''}
@@ -48,7 +57,7 @@ local Record = defineModule('Record', function(bucket)
     if rec.g then
       return rec.g
     end
-    local at = math.min(unpack(rec.beats)) + presenceWindow
+    local at = expiresAt(math.min(unpack(rec.beats)))
     if rec.t and rec.t + typingWindow < at then
       at = rec.t + typingWindow
     end
@@ -59,15 +68,19 @@ local Record = defineModule('Record', function(bucket)
   -- room and decodes only those it expires.
   local function packedDeadline(raw)
     local pos, n, typedAt = recordHead(raw)
-    local at = typedAt and typedAt + typingWindow
+    local oldest
     for _ = 1, n do
       local _, beat, _, nextPos = connectionAt(raw, pos)
-      if not at or beat + presenceWindow < at then
-        at = beat + presenceWindow
+      if not oldest or beat < oldest then
+        oldest = beat
       end
       pos = nextPos
     end
-    return at or (sunpack(TIME, raw, pos))
+    if not oldest then
+      return (sunpack(TIME, raw, pos))
+    end
+    local at = expiresAt(oldest)
+    return typedAt and math.min(at, typedAt + typingWindow) or at
   end
 
   local function lastSeen(rec)
@@ -80,5 +93,6 @@ local Record = defineModule('Record', function(bucket)
     deadline = deadline,
     packedDeadline = packedDeadline,
     lastSeen = lastSeen,
+    expiresAt = expiresAt,
   }
 end)

@@ -107,7 +107,7 @@ local Presence = defineModule('Presence', function(bucket)
     end
     local ids, beats = {}, {}
     for i = 1, #rec.ids do
-      if rec.beats[i] + presenceWindow > now then
+      if Record.expiresAt(rec.beats[i]) > now then
         ids[#ids + 1], beats[#beats + 1] = rec.ids[i], rec.beats[i]
       end
     end

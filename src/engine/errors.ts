@@ -18,6 +18,14 @@ const UNAVAILABLE = new RegExp(
 // Redis is at maxmemory under noeviction and refused a call that would grow memory: waiting
 // for leaves and sweeps to free some (or raising the limit) is the remedy, not a retry now.
 const OUT_OF_MEMORY = /^OOM\b/;
+
+/** Redis refused a call at maxmemory, before running it (in a MULTI: a command queued in it). */
+export function refusedAtLimit(error: unknown): boolean {
+  if (!(error instanceof Error)) return false;
+  const queued = (error as { previousErrors?: unknown }).previousErrors;
+  const refused = (e: unknown) => e instanceof Error && OUT_OF_MEMORY.test(e.message);
+  return refused(error) || (Array.isArray(queued) && queued.some(refused));
+}
 // A Lua runtime or compile error, in Redis 7's words ("ERR user_script:12: ...").
 const SCRIPT_BUG = /user_script:\d+:|Error (?:running|compiling) script/;
 
@@ -27,7 +35,7 @@ export class RedisCallError extends RollcallError {
     const reason = cause instanceof Error ? cause.message : String(cause);
     const code = UNAVAILABLE.test(reason)
       ? "REDIS_UNAVAILABLE"
-      : OUT_OF_MEMORY.test(reason)
+      : refusedAtLimit(cause)
         ? "REDIS_OOM"
         : SCRIPT_BUG.test(reason)
           ? "SCRIPT_ERROR"

@@ -69,9 +69,28 @@ export function includeReader(
   };
 }
 
+const FLAGS = /^#!lua\b.*\n/;
+const AT_LIMIT = "\nlocal atLimit = false\n";
+
 /**
- * Reads a folder of scripts: names and key counts from the file names, includes expanded. An
- * include named in `replaced` is taken from there instead of include/<name>.lua.
+ * The variant for Redis at maxmemory of a script that says `local atLimit = false`: the same
+ * script allowed to run there (`flags=allow-oom`) and told so by atLimit, to do there only what
+ * does not grow memory, or without what Redis refuses there. Undefined for any other script.
+ */
+function atLimitVariant(name: string, lua: string): [string, string] | undefined {
+  if (!FLAGS.test(lua) || !lua.includes(AT_LIMIT)) return undefined;
+  return [
+    `${name}AtLimit`,
+    lua
+      .replace(FLAGS, "#!lua flags=allow-oom\n")
+      .replace(AT_LIMIT, "\nlocal atLimit = true\n"),
+  ];
+}
+
+/**
+ * Reads a folder of scripts: names and key counts from the file names, includes expanded, and
+ * the variant at the memory limit of those that have one (`<name>AtLimit`). An include named in
+ * `replaced` is taken from there instead of include/<name>.lua.
  */
 export function loadScripts(
   dir: URL = LUA_DIR,
@@ -85,8 +104,11 @@ export function loadScripts(
     const match = FILE_NAME.exec(file);
     if (!match) throw new Error(`rollcall: Lua file ${file} is not named <name>-<keys>.lua`);
     const lua = expandIncludes(readFileSync(new URL(file, dir), "utf8"), file, readInclude);
-    const sha = createHash("sha1").update(lua).digest("hex");
-    scripts.set(match[1]!, { name: match[1]!, numberOfKeys: Number(match[2]), lua, sha });
+    const variant = atLimitVariant(match[1]!, lua);
+    for (const [name, source] of [[match[1]!, lua], ...(variant ? [variant] : [])]) {
+      const sha = createHash("sha1").update(source!).digest("hex");
+      scripts.set(name!, { name: name!, numberOfKeys: Number(match[2]), lua: source!, sha });
+    }
   }
   return scripts;
 }

@@ -26,6 +26,7 @@ import {
   heartbeat,
   type HeartbeatBatch,
   type HeartbeatEntry,
+  type HeartbeatFailure,
   type HeartbeatResult,
 } from "./scripts/heartbeat.js";
 import { leave, type LeaveResult } from "./scripts/leave.js";
@@ -90,15 +91,6 @@ export interface Heartbeat {
   state?: MemberState;
   /** Most members the room may hold: a user not present cannot join a full room. */
   capacity?: number;
-}
-
-/**
- * An entry of heartbeatMany whose bucket's call failed, with why (a RedisCallError: an outage
- * is REDIS_UNAVAILABLE). The call may have run all the same (its reply lost): the entry's
- * retry answers what that run did (see heartbeatMany).
- */
-export interface HeartbeatFailure {
-  readonly error: RollcallError;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Cluster, Redis } from "ioredis";
 import { UnexpectedReplyError } from "../protocol/errors.js";
-import { RedisCallError } from "./errors.js";
+import { RedisCallError, refusedAtLimit } from "./errors.js";
 import type { EventId } from "../protocol/events.js";
 import { LUA_DIR, loadScripts, type LuaScript } from "./loader.js";
 
@@ -123,17 +123,15 @@ export class Scripts {
         `rollcall: ${script.name} takes ${source.numberOfKeys} keys, not ${keys.length}`,
       );
     }
-    const name = commandName(source) + (script.binary ? "Buffer" : "");
     const args = [...keys, ...shared, ...script.args(input)];
     const reads = script.reads?.(input);
     let reply: unknown;
     let readReplies: unknown[] = [];
     try {
       if (reads) {
-        [reply, ...readReplies] = await this.transaction(source, name, args, reads, script.binary);
+        [reply, ...readReplies] = await this.transaction(source, args, reads, script.binary);
       } else {
-        const command = (this.client as unknown as Record<string, Command>)[name]!;
-        reply = await command.call(this.client, ...args);
+        reply = await this.call(source, args, script.binary);
       }
     } catch (error) {
       throw new RedisCallError(script.name, error);
@@ -145,17 +143,56 @@ export class Scripts {
   }
 
   /**
+   * One script call. Redis at maxmemory (noeviction) refuses a script before it runs; one with a
+   * variant for the limit then runs that, which does only what does not grow memory.
+   */
+  private async call(source: LuaScript, args: readonly Arg[], binary = false): Promise<unknown> {
+    const run = (source: LuaScript) => {
+      const name = commandName(source) + (binary ? "Buffer" : "");
+      return (this.client as unknown as Record<string, Command>)[name]!.call(this.client, ...args);
+    };
+    try {
+      return await run(source);
+    } catch (error) {
+      const variant = this.sources.get(`${source.name}AtLimit`);
+      if (!variant || !refusedAtLimit(error)) throw error;
+      return await run(variant);
+    }
+  }
+
+  /**
    * The script then its reads in one MULTI. A script missing from Redis's cache (SCRIPT FLUSH)
    * fails inside the transaction, where the client cannot resend it: it is loaded, and the
    * transaction sent once more.
    */
   private async transaction(
     source: LuaScript,
-    name: string,
     args: readonly Arg[],
     reads: readonly (readonly [string, ...Arg[]])[],
     binary = false,
   ): Promise<unknown[]> {
+    try {
+      return await this.multi(source, args, reads, binary);
+    } catch (error) {
+      // At maxmemory Redis refuses whatever a MULTI queues: the variant runs the reads itself.
+      const variant = this.sources.get(`${source.name}AtLimit`);
+      if (!variant || !refusedAtLimit(error)) throw error;
+      const words = reads.flatMap((read) => [read.length, ...read]);
+      const reply: unknown = await this.call(variant, [...args, ...words], binary);
+      if (!Array.isArray(reply)) throw new UnexpectedReplyError(`reply of ${source.name}`, reply);
+      const replies = reply as unknown[];
+      const own = replies.length - reads.length;
+      return [replies.slice(0, own), ...replies.slice(own)];
+    }
+  }
+
+  private async multi(
+    source: LuaScript,
+    args: readonly Arg[],
+    reads: readonly (readonly [string, ...Arg[]])[],
+    binary = false,
+  ): Promise<unknown[]> {
+    const name = commandName(source) + (binary ? "Buffer" : "");
     for (let attempt = 0; ; attempt++) {
       // Commands queued on a MULTI return it, not a promise: exec() settles them all.
       const multi = this.client.multi() as unknown as Record<string, (...a: Arg[]) => unknown>;

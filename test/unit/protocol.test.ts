@@ -197,7 +197,7 @@ describe("errors", () => {
       "ERR Error compiling script (new function): user_script:3: '=' expected near 'x'",
     ];
     for (const message of bugs) expect(code(message), message).to.equal("SCRIPT_ERROR");
-    expect(code("OOM command not allowed when used memory > 'maxmemory'.")).to.equal("REDIS_ERROR");
+    expect(code("OOM command not allowed when used memory > 'maxmemory'.")).to.equal("REDIS_OOM");
     expect(code("WRONGTYPE Operation against a key holding the wrong kind of value")).to.equal(
       "REDIS_ERROR",
     );

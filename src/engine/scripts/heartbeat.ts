@@ -1,4 +1,6 @@
 import type { EventId } from "../../protocol/events.js";
+import type { RollcallError } from "../../protocol/errors.js";
+import { RedisCallError } from "../errors.js";
 import type { Arg, Script } from "../script.js";
 
 export interface HeartbeatResult {
@@ -8,6 +10,16 @@ export interface HeartbeatResult {
   full: boolean;
   /** The join or update this call published, or null. */
   event: EventId | null;
+}
+
+/**
+ * An entry of heartbeatMany that was not applied, with why (a RedisCallError): its bucket's
+ * call failed (an outage is REDIS_UNAVAILABLE; the call may have run all the same, its reply
+ * lost, and the entry's retry answers what that run did), or Redis, at maxmemory, refused what
+ * would grow memory (REDIS_OOM; nothing was written).
+ */
+export interface HeartbeatFailure {
+  readonly error: RollcallError;
 }
 
 /** One (room, user, connection) to refresh, as the script takes it. */
@@ -24,10 +36,14 @@ export interface HeartbeatBatch {
   size: number;
 }
 
-const OUTCOMES = ["refreshed", "joined", "full"] as const;
+const OUTCOMES = ["refreshed", "joined", "full", "refused"] as const;
 const REFRESHED: HeartbeatResult = Object.freeze({ joined: false, full: false, event: null });
 
-export const heartbeat: Script<HeartbeatBatch, HeartbeatResult[]> = {
+// Redis at maxmemory, in its own words: the entry would have grown memory (a join, a new
+// connection, a bigger state), and nothing was written.
+const REFUSED = "OOM command not allowed when used memory > 'maxmemory' (the entry would grow it)";
+
+export const heartbeat: Script<HeartbeatBatch, (HeartbeatResult | HeartbeatFailure)[]> = {
   name: "heartbeat",
   outcomes: OUTCOMES,
   args: ({ rooms }) =>
@@ -37,15 +53,23 @@ export const heartbeat: Script<HeartbeatBatch, HeartbeatResult[]> = {
       ...entries.flatMap((e) => [e.user, e.connection, e.options]),
     ]),
   decode: (reply, { size }) => {
-    const results: HeartbeatResult[] = new Array<HeartbeatResult>(size).fill(REFRESHED);
+    const results = new Array<HeartbeatResult | HeartbeatFailure>(size).fill(REFRESHED);
     // A bare 0: every entry was refreshed, and nothing published.
     if (reply.length === 1) return results;
     const epoch = reply.str(0);
+    // One error for all the entries refused at maxmemory: a reason told once, not per entry.
+    let refused: HeartbeatFailure | undefined;
     for (let i = 1; i < reply.length; i += 3) {
       const index = reply.int(i);
       if (index >= size) reply.unexpected(`entry index ${index}`);
       const outcome = reply.outcome(i + 1, OUTCOMES);
       const seq = reply.int(i + 2);
+      if (outcome === "refused") {
+        results[index] = refused ??= {
+          error: new RedisCallError("heartbeat", new Error(REFUSED)),
+        };
+        continue;
+      }
       results[index] = {
         joined: outcome === "joined",
         full: outcome === "full",
