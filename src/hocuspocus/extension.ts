@@ -85,17 +85,20 @@ interface Member {
   readonly connection: Connection<Doc>;
 }
 
-/** A document with connections on this instance. */
+/** A document with connections on this instance (or with leaves of its last ones awaited). */
 interface Doc {
   readonly name: string;
   readonly room: string;
-  readonly document: Document;
+  /** Hocuspocus's document: another one when a connection comes after it was unloaded. */
+  document: Document;
   /** By Hocuspocus socket id. */
   readonly members: Map<string, Member>;
   /** Awareness client id → user, for every member's clients, as their states say. */
   readonly owners: Map<number, string>;
   /** Settles once the room is followed (subscribed, its snapshot read), or failed to be. */
   followed: Promise<void>;
+  /** Leaves of its members' users awaited: it is followed until they are heard (see leave). */
+  awaiting: number;
   readonly onAwareness: (changes: unknown, origin: unknown) => void;
 }
 
@@ -218,6 +221,7 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     // The connection went while `identify` ran: it has nothing to join (nor to leave).
     if (this.closed || connection.webSocket.readyState !== OPEN) return;
     const doc = this.docs.get(documentName) ?? this.open(documentName, room, connection.document);
+    if (doc.document !== connection.document) this.attach(doc, connection.document);
     const member: Member = { doc, hocuspocus: connection, connection: this.host.connect(user) };
     doc.members.set(socketId, member);
     // Followed first, then joined, before anything else of the member's (its mirrored states,
@@ -233,17 +237,20 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
     await joined.catch(() => undefined);
   }
 
-  /** Hocuspocus hook: the connection leaves its document's room. Never rejects. */
+  /**
+   * Hocuspocus hook: the connection leaves its document's room. The document stays followed
+   * until the user's leave is heard (at once, or when the grace ends), so that `event` reports
+   * it even after the document's last connection here. Never rejects.
+   */
   async onDisconnect({ documentName, socketId }: onDisconnectPayload): Promise<void> {
     const doc = this.docs.get(documentName);
     const member = doc?.members.get(socketId);
     if (!doc || !member) return;
     doc.members.delete(socketId);
-    if (doc.members.size === 0) this.shut(doc);
-    else this.changed(member); // its clients leave the user's state
-    const left = member.connection.close();
+    if (doc.members.size > 0) this.changed(member); // its clients leave the user's state
+    const left = this.leave(doc, member.connection).finally(() => member.connection.close());
     this.track(left);
-    await left;
+    await left.catch(() => undefined);
   }
 
   /** Hocuspocus hook: the server stops. */
@@ -282,7 +289,7 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
   private open(name: string, room: string, document: Document): Doc {
     const onAwareness = (_changes: unknown, origin: unknown) => {
       // Changes from a local client carry its socket as origin; relayed ones do not.
-      const socketId = document.connections.get(origin as never)?.connection.socketId;
+      const socketId = doc.document.connections.get(origin as never)?.connection.socketId;
       const member = socketId === undefined ? undefined : doc.members.get(socketId);
       if (member) this.changed(member);
     };
@@ -294,11 +301,34 @@ export class HocuspocusPresence extends EventEmitter<Events> implements Extensio
       owners: new Map(),
       onAwareness,
       followed: Promise.resolve(),
+      awaiting: 0,
     };
     doc.followed = this.host.follow(room, doc).catch((error: unknown) => this.report(error));
     this.docs.set(name, doc);
     document.awareness.on("update", onAwareness);
     return doc;
+  }
+
+  /** A document followed still, while leaves were awaited, was unloaded: the new one's awareness. */
+  private attach(doc: Doc, document: Document): void {
+    doc.document.awareness.off("update", doc.onAwareness);
+    doc.document = document;
+    document.awareness.on("update", doc.onAwareness);
+  }
+
+  /**
+   * A member's connection leaves the document's room. The document stays followed until its
+   * user's leave is passed on (LocalRoom.awaitLeave), when a leave is coming; it is shut once it
+   * has neither connections nor leaves awaited.
+   */
+  private leave(doc: Doc, connection: Connection<Doc>): Promise<void> {
+    doc.awaiting += 1;
+    const ended = () => {
+      doc.awaiting -= 1;
+      if (doc.members.size === 0 && doc.awaiting === 0) this.shut(doc);
+    };
+    const leave = () => connection.leave(doc.room);
+    return this.host.room(doc.room).awaitLeave(connection.user, leave, ended);
   }
 
   /** Stops following a document that has no connections here any more. */

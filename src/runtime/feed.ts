@@ -21,6 +21,12 @@ export interface Sink<F> {
   snapshot(to: F, snapshot: Snapshot, ref: string | undefined): void;
   /** A watched room's member count (the answer to the watch, with its `ref`, then changes). */
   count?(to: F, room: string, count: number, ref: string | undefined): void;
+  /**
+   * Every event the room passes on, once for all its followers and after them, in order: what
+   * an adapter reports of the room itself (also while it waits for a leave with no follower
+   * left: LocalRoom.awaitLeave).
+   */
+  heard?(room: string, events: readonly PresenceEvent[]): void;
 }
 
 /**
@@ -77,6 +83,8 @@ export class RoomFeed<S> {
   readonly follows = new Map<S, Follow>();
   private events = this.sequencer();
   private started = false;
+  /** From the first snapshot until an event past it: where it stands, and what was heard of it. */
+  private covering: { epoch: string; seq: number; heard: number } | null = null;
   /** The last event log entry id this feed knows it has everything up to (log on). */
   private logId: string | undefined;
   /** The room's members, as its last event or snapshot counted. */
@@ -91,6 +99,8 @@ export class RoomFeed<S> {
     readonly room: string,
     private readonly sink: Sink<S>,
     private readonly coalescing: Coalescing,
+    /** Told every event passed on, after the sink (see Sink.heard). */
+    private readonly passed: (events: readonly PresenceEvent[]) => void = () => undefined,
   ) {}
 
   get log(): string | undefined {
@@ -99,6 +109,7 @@ export class RoomFeed<S> {
 
   /** Passes an event on when it follows; true when the room needs a resync. */
   receive(event: PresenceEvent): boolean {
+    if (this.covering) this.hearCovered([event]);
     return this.events.receive(event);
   }
 
@@ -151,6 +162,11 @@ export class RoomFeed<S> {
     this.started = true;
     this.members = snapshot.count;
     this.logId = snapshot.log;
+    // What happened since the room was subscribed, up to the snapshot (its first follower's own
+    // join among it): no follower gets it, the snapshot has it, but the room heard it. What of
+    // it is still on its way comes before any later event (see receive).
+    this.covering = { epoch, seq, heard: 0 };
+    this.hearCovered(this.events.pending, true);
     return this.events.install(epoch, seq, snapshot.count);
   }
 
@@ -167,6 +183,7 @@ export class RoomFeed<S> {
       if (share.length === 0) continue;
       this.sink.events(to, share === events ? all : new Batch(this.room, share));
     }
+    this.heard(events);
     // From the end: a fan-out slower than the interval makes the next batch larger, not sooner.
     this.flushedAt = performance.now();
   }
@@ -179,6 +196,7 @@ export class RoomFeed<S> {
     this.stop();
     this.events = this.sequencer();
     this.started = false;
+    this.covering = null;
     this.logId = undefined;
   }
 
@@ -187,6 +205,34 @@ export class RoomFeed<S> {
     clearTimeout(this.timer);
     this.timer = undefined;
     this.pending = [];
+  }
+
+  /**
+   * Events its first snapshot covers, received since the room was subscribed, are heard (once,
+   * in order); one past it (or of another epoch) ends them. Held events of another epoch, before
+   * the snapshot, are history.
+   */
+  private hearCovered(events: readonly PresenceEvent[], held = false): void {
+    const covering = this.covering!;
+    const covered: PresenceEvent[] = [];
+    for (const event of events) {
+      const same = event.epoch === covering.epoch;
+      if (held && !same) continue;
+      if (!same || event.seq > covering.seq) {
+        this.covering = null;
+        break;
+      }
+      if (event.seq <= covering.heard) continue;
+      covering.heard = event.seq;
+      covered.push(event);
+    }
+    if (covered.length > 0) this.heard(covered);
+  }
+
+  /** Events the room passed on, or its first snapshot covered: told once, in order. */
+  private heard(events: readonly PresenceEvent[]): void {
+    this.sink.heard?.(this.room, events);
+    this.passed(events);
   }
 
   private sequencer(): Sequencer {

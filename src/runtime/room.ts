@@ -1,11 +1,26 @@
 import type { Rollcall } from "../engine/rollcall.js";
+import type { LeaveResult } from "../engine/scripts/leave.js";
 import { ResyncPacer } from "../protocol/backoff.js";
-import type { EventType } from "../protocol/events.js";
+import type { EventType, PresenceEvent } from "../protocol/events.js";
 import { Pause } from "./background.js";
 import { CountWatch } from "./counts.js";
 import { RoomFeed, type Coalescing, type Sink } from "./feed.js";
 import { SharedSnapshot } from "./snapshots.js";
 import type { Subscriber, Subscription } from "./subscriber.js";
+
+/**
+ * How long past the leave grace a room waits for a leave it awaits: a few sweeps (a Sweeper
+ * passes every second by default, and Redis may be slow or away for a while) and the event's way
+ * here. Past it, the leave is given up on (another connection of the user came back meanwhile,
+ * or no sweeper ran).
+ */
+export const LEAVE_MARGIN_MS = 5_000;
+
+/** A leave a room awaits (LocalRoom.awaitLeave). */
+interface Waiting {
+  readonly user: string;
+  readonly end: () => void;
+}
 
 /** What a host's rooms need to know of it. */
 export interface RoomOptions {
@@ -35,6 +50,8 @@ export class LocalRoom<F> {
   private resyncing = false;
   private wanted: "gap" | "reconnect" | null = null;
   private isClosed = false;
+  /** The leaves awaited (awaitLeave): the room stays subscribed for them. */
+  private readonly awaited = new Set<Waiting>();
 
   constructor(
     readonly room: string,
@@ -43,7 +60,7 @@ export class LocalRoom<F> {
     private readonly sink: Sink<F>,
     private readonly options: RoomOptions,
   ) {
-    this.feed = new RoomFeed<F>(room, sink, options.coalescing);
+    this.feed = new RoomFeed<F>(room, sink, options.coalescing, (events) => this.heard(events));
     this.counts = new CountWatch<F>(
       (to, count) => sink.count?.(to, room, count, undefined),
       options.countIntervalMs,
@@ -73,9 +90,61 @@ export class LocalRoom<F> {
     return this.isClosed;
   }
 
-  /** Nobody follows or watches the room any more. */
+  /** Nobody follows or watches the room any more, and no leave is awaited. */
   get empty(): boolean {
-    return this.feed.follows.size === 0 && this.counts.watchers.size === 0;
+    return this.feed.follows.size === 0 && this.counts.watchers.size === 0 && !this.lingers;
+  }
+
+  /** The room waits for a leave (awaitLeave). */
+  private get lingers(): boolean {
+    return this.awaited.size > 0;
+  }
+
+  /**
+   * The last connection here of `user` leaves the room (`leave`, the connection's leave call):
+   * its leave is published by that call, or when the leave grace ends (by any instance's
+   * Sweeper). The room stays subscribed, its feed going on with no follower left (Sink.heard
+   * sees the events), until that leave was passed on, or the grace and LEAVE_MARGIN_MS passed,
+   * or at once when the call says no leave is coming (the user is connected elsewhere) or fails
+   * (rethrown): then `ended` is called, to release the room (Host.release closes it once
+   * `empty`).
+   */
+  async awaitLeave(
+    user: string,
+    leave: () => Promise<LeaveResult | false>,
+    ended: () => void,
+  ): Promise<void> {
+    const waiting = this.await(user, ended);
+    try {
+      const left = await leave();
+      if (!left || !(left.left || left.leaving)) waiting.end();
+    } catch (error) {
+      waiting.end();
+      throw error;
+    }
+  }
+
+  /** Waits for a leave of `user` (see awaitLeave); `ended` is called once, when it ends. */
+  private await(user: string, ended: () => void): Waiting {
+    if (this.isClosed) {
+      ended();
+      return { user, end: () => undefined };
+    }
+    const timer = setTimeout(
+      () => waiting.end(),
+      this.rollcall.settings.leaveGraceMs + LEAVE_MARGIN_MS,
+    );
+    timer.unref();
+    const waiting: Waiting = {
+      user,
+      end: () => {
+        if (!this.awaited.delete(waiting)) return;
+        clearTimeout(timer);
+        ended();
+      },
+    };
+    this.awaited.add(waiting);
+    return waiting;
   }
 
   /** A follower gets the room's events (of some types) from its next snapshot on. */
@@ -101,9 +170,10 @@ export class LocalRoom<F> {
     return (this.countRead ??= this.readCount());
   }
 
-  /** Stops the room: timers, resyncs, and its subscription. Never rejects. */
+  /** Stops the room: timers, resyncs, the leaves it awaits, and its subscription. Never rejects. */
   async close(): Promise<void> {
     this.isClosed = true;
+    for (const waiting of [...this.awaited]) waiting.end();
     this.pause.interrupt();
     this.feed.stop();
     this.counts.stop();
@@ -133,7 +203,8 @@ export class LocalRoom<F> {
       try {
         // A room only watched needs its count again, not its members: one count read, started
         // now (a read under way began before what was missed), shared by watchers meanwhile.
-        if (this.feed.follows.size === 0) {
+        // One that awaits a leave takes a snapshot, so that its feed goes on to that leave.
+        if (this.feed.follows.size === 0 && !this.lingers) {
           this.feed.forget();
           await (this.countRead = this.readCount());
           continue;
@@ -158,6 +229,15 @@ export class LocalRoom<F> {
         this.wanted ??= reason;
         await this.pause.wait(this.pacer.delay(performance.now()));
       }
+    }
+  }
+
+  /** The events the feed passed on: the leaves awaited among them end their waits. */
+  private heard(events: readonly PresenceEvent[]): void {
+    if (!this.lingers) return;
+    for (const event of events) {
+      if (event.type !== "leave") continue;
+      for (const waiting of [...this.awaited]) if (waiting.user === event.user) waiting.end();
     }
   }
 

@@ -3,12 +3,13 @@ import type { Namespace, Socket } from "socket.io";
 import type { Rollcall } from "../engine/rollcall.js";
 import type { HeartbeatResult } from "../engine/scripts/heartbeat.js";
 import { InvalidInputError } from "../protocol/errors.js";
+import type { PresenceEvent } from "../protocol/events.js";
 import { FrameError, type FrameErrorCode } from "../protocol/frames.js";
 import { checkId } from "../protocol/ids.js";
 import { callback, integer, invalidOption, knownKeys } from "../protocol/options.js";
 import { encodeState, type MemberState } from "../protocol/state.js";
 import { reportError } from "../runtime/background.js";
-import type { Connection } from "../runtime/connection.js";
+import type { Connection, Turn } from "../runtime/connection.js";
 import type { Sink } from "../runtime/feed.js";
 import { callNow, isBoolean, type Expect } from "../runtime/hooks.js";
 import { Host } from "../runtime/host.js";
@@ -78,6 +79,12 @@ export interface SocketIoPresenceOptions {
 }
 
 interface Events {
+  /**
+   * A presence event of a room with sockets here, from any instance, in order: also the leave
+   * of a user whose last socket here left the room, when its grace ends (the room stays
+   * subscribed for it: LocalRoom.awaitLeave).
+   */
+  event: [event: PresenceEvent, room: string];
   /** Redis outages, failing hooks, malformed room ids: never thrown. */
   error: [error: Error];
 }
@@ -121,14 +128,6 @@ const RECOVERABLE = new Set([
   "server shutting down",
   "forced server close",
 ]);
-
-/** What the host's rooms send a socket: each event as published, and snapshots. */
-const SINK: Sink<Member> = {
-  events: (to, batch) => {
-    for (const event of batch.events) to.socket.emit(EVENTS.event, event);
-  },
-  snapshot: (to, snapshot) => to.socket.emit(EVENTS.snapshot, snapshot),
-};
 
 /**
  * Presence for one Socket.IO namespace, an adapter over rollcall's connection host: each socket
@@ -199,7 +198,18 @@ export class SocketIoPresence extends EventEmitter<Events> {
       0,
       3_600_000,
     );
-    this.host = new Host<Member>(rollcall, SINK, (error) => this.report(error), {
+    // What the host's rooms send a socket (each event as published, and snapshots), and the
+    // events of each room once, for `event`.
+    const sink: Sink<Member> = {
+      events: (to, batch) => {
+        for (const event of batch.events) to.socket.emit(EVENTS.event, event);
+      },
+      snapshot: (to, snapshot) => to.socket.emit(EVENTS.snapshot, snapshot),
+      heard: (room, events) => {
+        for (const event of events) this.tell(event, room);
+      },
+    };
+    this.host = new Host<Member>(rollcall, sink, (error) => this.report(error), {
       ...(o.heartbeatMs === undefined ? {} : { heartbeatMs: o.heartbeatMs }),
       ...(o.subscriber === undefined ? {} : { subscriber: o.subscriber }),
       ...(o.sweeper === undefined ? {} : { sweeper: o.sweeper }),
@@ -358,8 +368,7 @@ export class SocketIoPresence extends EventEmitter<Events> {
       // The rooms it was in and is not now are left; those it is still in go on, their events
       // to this socket from a snapshot each.
       for (const room of connection.rooms()) {
-        if (!socket.rooms.has(room))
-          void connection.leave(room).catch((e: unknown) => this.report(e));
+        if (!socket.rooms.has(room)) void this.exit(member, room);
       }
       void connection.rebind(member).catch((e: unknown) => this.report(e));
     }
@@ -407,7 +416,7 @@ export class SocketIoPresence extends EventEmitter<Events> {
   /** Leaves a presence room (an observer stops hearing it); a failure is reported. */
   private async exit(member: Member, room: string): Promise<void> {
     if (member.observed.delete(room)) return this.host.unfollow(room, member);
-    await member.connection?.leave(room).catch((error: unknown) => this.report(error));
+    await member.connection?.inTurn((turn) => this.leaveHeard(turn, member, room));
   }
 
   /** A member is gone for good: its rooms are left, its socket no longer counts. */
@@ -416,7 +425,37 @@ export class SocketIoPresence extends EventEmitter<Events> {
     const { connection } = member;
     if (!connection) return;
     this.budgets.release(connection.user);
+    // In its turn: the rooms it is in then, joins asked for before included.
+    void connection.inTurn((turn) =>
+      Promise.all(connection.rooms().map((room) => this.leaveHeard(turn, member, room))),
+    );
     void connection.close();
+  }
+
+  /**
+   * A member's connection leaves a room, which stays subscribed until the user's leave is passed
+   * on (at once, or when the grace ends), so that `event` reports it even when no socket here is
+   * left in the room; then the room is released (closed, unless followed again). A failure is
+   * reported.
+   */
+  private async leaveHeard(turn: Turn, member: Member, room: string): Promise<void> {
+    const connection = member.connection!;
+    const release = () => {
+      if (!connection.has(room)) this.host.release(room, member);
+    };
+    await this.host
+      .room(room)
+      .awaitLeave(connection.user, () => turn.leave(room), release)
+      .catch((error: unknown) => this.report(error));
+  }
+
+  /** Tells `event` listeners of a room's event; one that throws is reported. */
+  private tell(event: PresenceEvent, room: string): void {
+    try {
+      this.emit("event", event, room);
+    } catch (error) {
+      this.report(error);
+    }
   }
 
   /**

@@ -207,6 +207,11 @@ describe("rosterPages", () => {
       const [key] = rc.layout.room("doc").keys;
       expect(await encoding(adminA, key)).to.equal("hashtable");
       // B replicates A from its snapshot, where a hash of 66 small records loads as a listpack.
+      // The snapshot goes over the socket and is loaded from it: no file is written (the
+      // servers' dir is the working directory, and every server started later would load it).
+      await adminA.config("SET", "repl-diskless-sync", "yes");
+      await adminA.config("SET", "repl-diskless-sync-delay", "0");
+      await adminB.config("SET", "repl-diskless-load", "on-empty-db");
       await adminB.call("REPLICAOF", "127.0.0.1", new URL(a.url).port);
       await eventually(async () => {
         const info = await adminB.info("replication");
