@@ -1,3 +1,4 @@
+#!lua flags=allow-oom
 --[[
   Counts a bucket's rooms anew, a batch of rooms per call: after a room's keys expired
   unannounced, were evicted, or after data was lost, the bucket's counts are brought back to the

@@ -1,5 +1,5 @@
 import { UnexpectedReplyError } from "../protocol/errors.js";
-import { RedisCallError } from "./errors.js";
+import { RedisCallError, refusedAtLimit } from "./errors.js";
 import type { Client } from "./script.js";
 
 /** Where a room stands in Redis: what a replica of it must agree with. */
@@ -31,11 +31,19 @@ export async function readMark(
   client: Client,
   { room, seq, shards: asked }: MarkKeys,
 ): Promise<RoomMark | { reshaped: true; shards: number }> {
-  const multi = client.multi().hgetBuffer(room, "").hget(seq, "epoch");
-  for (const key of asked.length > 0 ? asked : [room]) multi.hlen(key);
+  // At maxmemory Redis refuses whatever a MULTI queues: the same reads then go in a pipeline,
+  // where a change between them can only make the replica check again.
+  const read = (batch: ReturnType<Client["pipeline"]>) => {
+    batch.hgetBuffer(room, "").hget(seq, "epoch");
+    for (const key of asked.length > 0 ? asked : [room]) batch.hlen(key);
+    return batch.exec();
+  };
   let replies: [Error | null, unknown][] | null;
   try {
-    replies = await multi.exec();
+    replies = await read(client.multi()).catch((error: unknown) => {
+      if (refusedAtLimit(error)) return read(client.pipeline());
+      throw error;
+    });
   } catch (error) {
     throw new RedisCallError("mark", error);
   }

@@ -1,7 +1,8 @@
 import { expect } from "chai";
 import type { Redis } from "ioredis";
-import { Rollcall, RollcallError, Sweeper } from "../../src/index.js";
+import { Rollcall, RollcallError, Subscriber, Sweeper } from "../../src/index.js";
 import { advanceClock } from "../kit/clock.js";
+import { eventually } from "../kit/wait.js";
 import { IMMEDIATE, caughtUp, client, listen } from "../kit/redis.js";
 
 /** Rejects with `code`, or fails the test. */
@@ -29,6 +30,7 @@ async function usedMemory(redis: Redis): Promise<number> {
 // it is refused with REDIS_OOM and changes nothing.
 describe("Redis at its memory limit (noeviction)", () => {
   const WINDOW = 2_000;
+  const OPTIONS = { ...IMMEDIATE, presenceWindowMs: WINDOW, typingWindowMs: 500 };
   let admin: Redis;
 
   beforeEach(async () => {
@@ -102,9 +104,29 @@ describe("Redis at its memory limit (noeviction)", () => {
     expect((await rc.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
   });
 
+  it("lets a watch open, follow the room and check it against Redis", async () => {
+    const rc = new Rollcall(client(), OPTIONS);
+    await ballast();
+    for (const user of ["ann", "bob", "cid"]) await rc.heartbeat("room", user, "c");
+    await fill();
+    const subscriber = new Subscriber(rc);
+    try {
+      const watch = await subscriber.watch("room");
+      expect(watch.synced).to.equal(true);
+      await rc.leave("room", "bob", "c");
+      await eventually(() => watch.roster.members.length === 2, 5_000, "bob's leave in the watch");
+      expect(watch.roster.members.map((m) => m.user)).to.deep.equal(["ann", "cid"]);
+      // The watch's check reads the room's mark: at the limit too.
+      const mark = await rc.mark("room");
+      expect(mark).to.deep.include({ count: 2, records: 2, seq: watch.roster.seq });
+    } finally {
+      subscriber.close();
+    }
+  });
+
   it("lets members leave, stop typing, be read and be swept; a member who beats stays", async () => {
     const redis = client();
-    const rc = new Rollcall(redis, { ...IMMEDIATE, presenceWindowMs: WINDOW, typingWindowMs: 500 });
+    const rc = new Rollcall(redis, OPTIONS);
     await ballast();
     const users = Array.from({ length: 40 }, (_, i) => `u${i}`);
     for (const user of users) await rc.heartbeat("room", user, "c");
