@@ -167,7 +167,7 @@ export const roster: Script<RosterInput, Roster | Reshaped> = {
       page = `>${members.at(-1)!.user}`;
     }
     const log = reply.str(3);
-    return {
+    const roster: Roster = {
       room,
       ...(log === "" ? {} : { log }),
       epoch: reply.str(0),
@@ -178,8 +178,16 @@ export const roster: Script<RosterInput, Roster | Reshaped> = {
       cursor: page,
       typing: typistsOf(members),
     };
+    // It went on from its cursor over records no earlier page of the read listed: the ids after
+    // the cursor's, or the shards after those read (a member's shard is its id's).
+    const from = read.kind === "shards" ? read.next - read.keys.length : -1;
+    if (after !== null || cursor === `s${from}:${shards}`) goesOn.add(roster);
+    return roster;
   },
 };
+
+/** The pages that went on from their cursor, listing none of the earlier pages' members. */
+const goesOn = new WeakSet<Roster>();
 
 /** The typists among members, in their order. */
 function typistsOf(members: readonly RosterMember[]): string[] {
@@ -217,14 +225,21 @@ export async function readPages(page: (cursor: string) => Promise<Roster>): Prom
 /** The pages with each member on the last page that lists it only (with its typing). */
 function distinctMembers(pages: readonly Roster[]): Roster[] {
   const listed = new Set<string>();
-  return pages
-    .toReversed()
-    .map((page) => {
-      const members = page.members.filter((m) => !listed.has(m.user) && listed.add(m.user));
-      if (members.length === page.members.length) return page;
-      return { ...page, members, typing: typistsOf(members) };
-    })
-    .reverse();
+  const distinct = [...pages];
+  // A read that never started over nor met a rehash lists each member once: nothing to look for.
+  if (pages.slice(1).every((page) => goesOn.has(page))) return distinct;
+  for (let p = pages.length - 1; p >= 0; p--) {
+    const page = pages[p]!;
+    let members: RosterMember[] | null = null;
+    for (let i = 0; i < page.members.length; i++) {
+      const member = page.members[i]!;
+      const size = listed.size;
+      if (listed.add(member.user).size > size) members?.push(member);
+      else members ??= page.members.slice(0, i);
+    }
+    if (members) distinct[p] = { ...page, members, typing: typistsOf(members) };
+  }
+  return distinct;
 }
 
 /** Why pages are not the room's roster, or '' when they are (see readPages). */
