@@ -5,6 +5,8 @@ import type { ReplicaRoster } from "../protocol/replica.js";
 export const CHECK_MS = 5_000;
 export const CONFIRM_MS = 1_000;
 
+const jittered = () => CHECK_MS * (0.8 + 0.4 * Math.random());
+
 /** What a replica says of its room: where its events stand, and the members it holds. */
 type Claim = Pick<ReplicaRoster, "epoch" | "seq" | "count"> & { members: number };
 
@@ -55,7 +57,7 @@ export class RoomCheck {
   ) {}
 
   start(): void {
-    this.schedule(CHECK_MS * (0.8 + 0.4 * Math.random()));
+    this.schedule(jittered());
   }
 
   stop(): void {
@@ -70,15 +72,14 @@ export class RoomCheck {
   }
 
   private async check(): Promise<void> {
-    let next = CHECK_MS * (0.8 + 0.4 * Math.random());
+    let next = jittered();
     try {
       const roster = this.synced();
       const before = roster && claimOf(roster);
       const stored = before && (await this.read());
       const after = this.synced();
-      if (!before || !stored || !after || !same(before, claimOf(after))) {
-        this.doubted = null;
-      } else if (agrees(stored, before)) {
+      const unmoved = before && stored && after && same(before, claimOf(after));
+      if (!unmoved || agrees(stored, before)) {
         this.doubted = null;
       } else if (this.doubted && same(this.doubted, before)) {
         this.doubted = null;
