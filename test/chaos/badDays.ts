@@ -46,7 +46,7 @@ const PROFILES: Record<string, Profile> = {
     rooms: 8,
     windowMs: 2_000,
     sigstopWindowMs: 2_000,
-    conditionBeats: 5,
+    conditionBeats: 4,
     fillerKeys: 50_000,
   },
   full: {
@@ -119,21 +119,24 @@ const seconds = (ms: number) => `${(ms / 1_000).toFixed(1)} s`;
 const kb = (bytes: number) => `${Math.round(bytes / 1_024)} KB`;
 
 /**
- * Redis at maxmemory under `policy`, the limit set once the fleet is in: what Redis uses less
- * `below` of the working set (the deployment's keys: Redis's own dataset figure counts the Lua
- * VM too); then churn for a while, then no limit.
+ * Redis at maxmemory under `policy`, the limit set once the fleet is in: the least Redis used
+ * over a beat, less `below` of the working set (the deployment's keys: Redis's own dataset figure
+ * counts the Lua VM too); then churn for a while, then no limit.
  */
 function memory(policy: string, below: number) {
   return async (run: Run) => {
     const keys = await run.workingSet();
-    const used = Number((await run.info("memory")).used_memory);
+    let used = Infinity;
+    for (const until = performance.now() + run.beatMs; performance.now() < until; await sleep(50)) {
+      used = Math.min(used, Number((await run.info("memory")).used_memory));
+    }
     const limit = used - Math.round(keys * below);
     await run.admin.config("SET", "maxmemory-policy", policy);
     await run.admin.config("SET", "maxmemory", String(limit));
     await run.beats(run.profile.conditionBeats);
     const evicted = (await run.info("stats")).evicted_keys;
     await run.admin.config("SET", "maxmemory", "0");
-    return `maxmemory ${kb(limit)}: used ${kb(used)} less ${below * 100}% of the keys' ${kb(keys)}, for ${run.profile.conditionBeats} beats; ${evicted} keys evicted`;
+    return `maxmemory ${kb(limit)}: least used ${kb(used)} less ${below * 100}% of the keys' ${kb(keys)}, for ${run.profile.conditionBeats} beats; ${evicted} keys evicted`;
   };
 }
 
@@ -324,16 +327,24 @@ class Run implements Recorded {
     );
   }
 
-  /** What the keys in Redis take (MEMORY USAGE of each). */
+  /**
+   * What the keys in Redis take (MEMORY USAGE of each), read on a connection of its own, closed
+   * after: the buffers of its burst of commands go with it.
+   */
   async workingSet(): Promise<number> {
+    const redis = new Redis(this.server.url);
     let bytes = 0;
     let cursor = "0";
-    do {
-      const [next, keys] = await this.admin.scan(cursor, "COUNT", 1_000);
-      const usage = keys.map((key) => this.admin.call("MEMORY", "USAGE", key));
-      for (const b of await Promise.all(usage)) bytes += Number(b);
-      cursor = next;
-    } while (cursor !== "0");
+    try {
+      do {
+        const [next, keys] = await redis.scan(cursor, "COUNT", 1_000);
+        const usage = keys.map((key) => redis.call("MEMORY", "USAGE", key));
+        for (const b of await Promise.all(usage)) bytes += Number(b);
+        cursor = next;
+      } while (cursor !== "0");
+    } finally {
+      redis.disconnect();
+    }
     return bytes;
   }
 
@@ -414,7 +425,10 @@ class Run implements Recorded {
     await eventually(() => this.joinsReported >= goal, 60_000, `${goal} joins reported`);
   }
 
-  /** The writers leave and stop; the rest once every room is quiet and the replicas caught up. */
+  /**
+   * The writers leave and stop; then (each within a bound) every room empties, the replicas
+   * catch up and the log consumer has read everything.
+   */
   async quiet(problems: string[]): Promise<void> {
     await Promise.all(this.writers.map((w) => w.finish()));
     const window = this.engine.presenceWindowMs!;
@@ -422,6 +436,8 @@ class Run implements Recorded {
     if (empty) problems.push(`never quiet: ${empty}`);
     const settled = await until(() => converged(this.rc, this.observers.watches), 10_000);
     if (settled) problems.push(`replicas did not converge: ${settled}`);
+    const unread = await until(() => this.observers.drained(this.rc), 10_000);
+    if (unread) problems.push(unread);
   }
 
   async stop(): Promise<void> {

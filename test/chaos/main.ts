@@ -14,17 +14,10 @@ import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
 import type { CallRecord } from "../kit/invariants.js";
-import {
-  audit,
-  explain,
-  table,
-  type Audit,
-  type AuditViolation,
-  type Logged,
-} from "../kit/audit.js";
+import { audit, explain, table, type Audit, type AuditViolation } from "../kit/audit.js";
 import { Child } from "./children.js";
 import type { ChildMessage } from "./ipc.js";
-import { converged, Observers, quiet, storedLog, Tally, until } from "./observers.js";
+import { converged, Observers, quiet, Tally, until } from "./observers.js";
 import { newSeed, Random } from "../kit/random.js";
 import { saveSection } from "./report.js";
 import { RedisProcess } from "./server.js";
@@ -235,14 +228,9 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
   if (empty) problems.push(`never quiet: ${empty}`);
   const settled = await until(() => converged(rc, watches), 10_000);
   if (settled) problems.push(`replicas did not converge: ${settled}`);
-  let stored: Logged[] = [];
-  const drained = await until(async () => {
-    stored = await storedLog(rc);
-    const ids = new Set(handled.map((l) => `${l.bucket}/${l.id}`));
-    const unread = stored.filter((l) => !ids.has(`${l.bucket}/${l.id}`)).length;
-    return unread === 0 ? null : `${unread} log entries never handled`;
-  }, 10_000);
+  const drained = await until(() => observers.drained(rc), 10_000);
   if (drained) problems.push(drained);
+  const { stored } = observers;
   // Pub/sub delivered each room's last event, or lost it: its losses are measured, not judged.
   await until(() => {
     const seen = new Set(pubsub.map((e) => `${e.epoch}/${e.room}/${e.seq}`));

@@ -73,6 +73,8 @@ export class Observers {
   readonly handled: Logged[] = [];
   /** What the subscriber received, in order. */
   readonly pubsub: PresenceEvent[] = [];
+  /** What the buckets' logs held at the last drained() check, each bucket in stream order. */
+  stored: Logged[] = [];
   readonly watches = new Map<string, RoomWatch>();
   /** The watches' snapshots and log recoveries, by reason (SyncReason). */
   readonly resyncs = new Tally();
@@ -117,6 +119,15 @@ export class Observers {
     }
   }
 
+  /** Null once the consumer has handled every entry the logs hold (at once when the log is off). */
+  async drained(rc: Rollcall): Promise<string | null> {
+    if (!this.consumer) return null;
+    this.stored = await storedLog(rc);
+    const ids = new Set(this.handled.map((l) => `${l.bucket}/${l.id}`));
+    const unread = this.stored.filter((l) => !ids.has(`${l.bucket}/${l.id}`)).length;
+    return unread === 0 ? null : `${unread} log entries never handled`;
+  }
+
   async stop(): Promise<void> {
     await this.consumer?.stop();
     await Promise.all([...this.watches.values()].map((w) => w.close()));
@@ -152,7 +163,7 @@ export async function converged(
 }
 
 /** What the buckets' logs hold, each bucket in stream order. */
-export async function storedLog(rc: Rollcall): Promise<Logged[]> {
+async function storedLog(rc: Rollcall): Promise<Logged[]> {
   const stored: Logged[] = [];
   for (let bucket = 0; bucket < rc.settings.buckets; bucket++) {
     for (const [id, fields] of await rc.redis.xrange(rc.layout.log(bucket), "-", "+")) {
