@@ -34,6 +34,11 @@ const EXPIRING: RollcallOptions = {
   typingWindowMs: 500,
   leaveGraceMs: 0,
 };
+/**
+ * The expiring deployments of the timed passes: a window in which every scenario's members are
+ * heartbeated, while their sweeps go on until just before it ends (see keepSweeping).
+ */
+const PASSES: RollcallOptions = { ...EXPIRING, presenceWindowMs: 9_000 };
 /** Idle rooms: live all along (their heartbeat's window is an hour) and never due. */
 const IDLE: RollcallOptions = { presenceWindowMs: 3_600_000, leaveGraceMs: 0 };
 /** After the window has passed, a margin for the last heartbeat's round trip. */
@@ -175,21 +180,32 @@ export async function benchSweep(
       }),
     );
   }
-  const naiveSweeper = new NaiveTracker(lab.connect(), EXPIRING.presenceWindowMs! / 1000);
+  const naiveSweeper = new NaiveTracker(lab.connect(), PASSES.presenceWindowMs! / 1000);
   for (let pass = 0; pass < passes; pass++) {
     await progress.step(`sweep: pass ${pass + 1}/${passes}`, async () => {
+      const began: number[] = [];
+      const ended: number[] = [];
+      const sweeping = keepSweeping(rollcallSweeps, began);
       for (const s of rollcallSweeps) {
+        began.push(performance.now());
         await forEachInFlight(s.gone, 64, (m) =>
           s.rollcall.heartbeat(m.room, m.user, m.connection),
         );
+        ended.push(performance.now());
       }
+      const naiveBegan = performance.now();
       for (const s of naiveSweeps) {
         await forEachInFlight(s.gone, 64, (m) => heartbeats.heartbeat(m.room, m.user));
       }
       // The joins' kept replies would expire in the background while the passes are timed.
       await lab.dropReplies();
-      await sleep(EXPIRING.presenceWindowMs! + MARGIN_MS);
-      for (const s of rollcallSweeps) s.timed.push(await timedSweep(lab, s.sweeper, expirations));
+      await sweeping;
+      const window = PASSES.presenceWindowMs!;
+      for (const [i, s] of rollcallSweeps.entries()) {
+        await sleep(Math.max(0, ended[i]! + window + MARGIN_MS - performance.now()));
+        s.timed.push(await timedSweep(lab, s.sweeper, expirations));
+      }
+      await sleep(Math.max(0, naiveBegan + window + MARGIN_MS - performance.now()));
       for (const s of naiveSweeps) {
         s.timed.push(await timedNaiveSweep(lab, naiveSweeper, s.conversations, expirations));
       }
@@ -203,6 +219,23 @@ export async function benchSweep(
     naive: naiveSweeps.map((s) => naiveSummary(s, expirations)),
     leave,
   };
+}
+
+/**
+ * Sweeps each deployment (nothing due) until shortly before its first deadline, the time its
+ * heartbeats `began` (those not begun yet: from now on): a deployment whose sweeps stopped for a
+ * third of its window would take the gap for a stall of Redis and hold its connections another
+ * window (lua/include/stall.lua), as a real one does when a deploy stops every sweeper.
+ */
+async function keepSweeping(sweeps: readonly RollcallSweep[], began: readonly number[]) {
+  const lastSweep = PASSES.presenceWindowMs! - 2 * MARGIN_MS;
+  for (;;) {
+    const now = performance.now();
+    const early = sweeps.filter((_, i) => began[i] === undefined || now < began[i] + lastSweep);
+    if (early.length === 0) return;
+    for (const s of early) await s.sweeper.sweepOnce();
+    await sleep(MARGIN_MS / 2);
+  }
 }
 
 function expiring(name: string, connections: number, roomSize: number): Member[] {
@@ -233,7 +266,7 @@ async function deploy(
   await forEachInFlight(idleRooms, 64, (room) => idle.heartbeat(room, "u", "c"));
   await lab.admin.del(idle.layout.deployment);
   await lab.dropReplies();
-  const sweeping = new Rollcall(lab.connect(), { ...EXPIRING, prefix });
+  const sweeping = new Rollcall(lab.connect(), { ...PASSES, prefix });
   const sweeper = new Sweeper(sweeping);
   // Nothing is due yet: this loads the script on the sweeper's connection (ioredis sends EVAL
   // first), so the timed passes run EVALSHA only.
@@ -241,7 +274,7 @@ async function deploy(
   return {
     ...scenario,
     gone: expiring("busy", profile.sweep.expirations, scenario.roomSize),
-    rollcall: new Rollcall(writer, { ...EXPIRING, prefix }),
+    rollcall: new Rollcall(writer, { ...PASSES, prefix }),
     sweeper,
     timed: [],
   };

@@ -26,8 +26,8 @@
   Reply: 0 when every entry was refreshed and nothing was published; else {epoch of the events
   published or '', then per entry that did more: its index (from 0), outcome, seq or 0}.
 ]]
-local atLimit = false
 -- @include "record"
+local atLimit = false
 local FIELDS = 3
 local COLON = 58
 -- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,

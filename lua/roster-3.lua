@@ -20,10 +20,10 @@
   after the page come after it in the log), Redis's time, the room's shards (0: its own hash)},
   then, at the limit, the reads' replies
 ]]
-local atLimit = false
 -- @include "options"
 -- @include "meta"
 -- @include "epoch"
+local atLimit = false
 local m = Meta.read(openRoom(ARGV[6]))
 local reply = { Epoch.read(), 0, m and m.users or 0, '', now, m and m.shards or 0 }
 if bucket.logLength > 0 then
