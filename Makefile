@@ -44,10 +44,9 @@ chaos: $(INSTALLED)
 	$(BIN)/tsx test/chaos/main.ts --profile full
 	$(BIN)/tsx test/chaos/badDays.ts --profile full
 
-# The bad days whose promises hold today; add a scenario once the fix it waits for has landed
-# (noeviction: leaves, sweeps and reads run at maxmemory; pause, sigstop, restart: stall
-# protection). All seven take about a minute.
-BAD_DAYS_SMOKE := volatile-lru,allkeys-lru,bucket-down
+# The bad days CI runs: those whose promises hold (all seven since the fixes of the issue "Presence
+# through Redis's bad days"; take one out here while a regression is being fixed). About a minute.
+BAD_DAYS_SMOKE := noeviction,volatile-lru,allkeys-lru,pause,sigstop,restart,bucket-down
 
 chaos-smoke: $(INSTALLED)
 	$(BIN)/tsx test/chaos/main.ts --profile smoke

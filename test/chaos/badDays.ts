@@ -10,6 +10,7 @@
  * Exits 1 when a promise of a scenario run does not hold, 2 when the run itself failed. The full
  * profile writes its table into results.md.
  */
+import { execFileSync } from "node:child_process";
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { Rollcall, Sweeper, type RollcallOptions } from "../../src/index.js";
@@ -574,6 +575,16 @@ async function main(): Promise<number> {
   return failing.length > 0 ? 1 : 0;
 }
 
+/** The commit the run measured (`-dirty`: with uncommitted changes), when in a git checkout. */
+function tree(): string {
+  try {
+    const described = execFileSync("git", ["describe", "--always", "--dirty"], { stdio: "pipe" });
+    return `commit ${described.toString().trim()}`;
+  } catch {
+    return "outside a git checkout";
+  }
+}
+
 function describe(
   profile: Profile,
   seed: number,
@@ -587,7 +598,8 @@ function describe(
   return [
     "## Redis's bad days (`make chaos`)",
     "",
-    `Profile full, seed ${seed}: \`${replay}\` (one scenario: add \`--scenarios NAME\`). Per ` +
+    `Profile full, seed ${seed}, ${tree()}: \`${replay}\` (one scenario: add ` +
+      `\`--scenarios NAME\`). Per ` +
       `scenario, a redis-server of its own; ${profile.writers} fleet writer processes (half ` +
       `batching every beat in one \`heartbeatMany\`, half calling \`heartbeat\` per connection), ` +
       `${profile.holds} connections each (a user each, joining with a ${STATE_BYTES}-byte state), ` +
