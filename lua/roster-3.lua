@@ -1,4 +1,3 @@
-#!lua flags=allow-oom
 --[[
   What a page of a room's roster is consistent with: the epoch and the sequence number (apply
   events of that epoch whose prev is that number, then the later ones in order), the member
@@ -10,8 +9,10 @@
   never had an epoch (never a member) names '' and starts none: the first event of the room is of
   an epoch started after the page, and replicas read again.
 
-  Redis at maxmemory refuses every command queued in a MULTI: the engine then runs this
-  script's variant for the limit (atLimit true), given the reads, and it runs them itself.
+  No flags (no `#!lua` line): Redis refuses a script flagged as writing wherever it refuses
+  writes (a failed save, too few replicas), and a roster must go on there. Redis at maxmemory
+  refuses every command queued in a MULTI: the engine then runs this script's variant for the
+  limit (`flags=allow-oom`, atLimit true), given the reads, and it runs them itself.
 
   KEYS[1..3], ARGV[1..5]: see include/bucket.lua; derives the room's key.
   ARGV[6] room   ARGV[7] and on, at the limit only: the reads, each as its length then its words

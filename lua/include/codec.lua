@@ -10,12 +10,14 @@ local Record = defineModule('Record', function(bucket)
   local now, presenceWindow, typingWindow = bucket.now, bucket.presenceWindow, bucket.typingWindow
   local GRACE_REASONS = { 'explicit', 'expired', explicit = 1, expired = 2 }
 
-  -- When a connection that last beat at `beat` expires: a presence window later, or, if that
-  -- has passed, later still when a stall of Redis held it (see stall). Only an overdue
-  -- connection asks.
-  local function expiresAt(beat)
-    local at = beat + presenceWindow
+  -- When what is due at `at` (a leave grace's end) expires: then, or, if that has passed,
+  -- later still when a stall of Redis held it (see stall). Only what is overdue asks. And when a
+  -- connection that last beat at `beat` expires: a presence window later, or so held.
+  local function held(at)
     return at > now and at or bucket.Stall.hold(at)
+  end
+  local function expiresAt(beat)
+    return held(beat + presenceWindow)
   end
 
   -- {j = joinedAt, t = typedAt or nil, ids = {...}, beats = {...}, g = grace end or nil,
@@ -55,7 +57,7 @@ local Record = defineModule('Record', function(bucket)
   -- its typing mark.
   local function deadline(rec)
     if rec.g then
-      return rec.g
+      return held(rec.g)
     end
     local at = expiresAt(math.min(unpack(rec.beats)))
     if rec.t and rec.t + typingWindow < at then
@@ -77,7 +79,7 @@ local Record = defineModule('Record', function(bucket)
       pos = nextPos
     end
     if not oldest then
-      return (sunpack(TIME, raw, pos))
+      return held((sunpack(TIME, raw, pos)))
     end
     local at = expiresAt(oldest)
     return typedAt and math.min(at, typedAt + typingWindow) or at

@@ -74,17 +74,14 @@ const AT_LIMIT = "\nlocal atLimit = false\n";
 
 /**
  * The variant for Redis at maxmemory of a script that says `local atLimit = false`: the same
- * script allowed to run there (`flags=allow-oom`) and told so by atLimit, to do there only what
- * does not grow memory, or without what Redis refuses there. Undefined for any other script.
+ * script allowed to run there (`flags=allow-oom`, in place of its own flags if it has any) and
+ * told so by atLimit, to do there only what does not grow memory, or without what Redis refuses
+ * there. Undefined for any other script.
  */
 function atLimitVariant(name: string, lua: string): [string, string] | undefined {
-  if (!FLAGS.test(lua) || !lua.includes(AT_LIMIT)) return undefined;
-  return [
-    `${name}AtLimit`,
-    lua
-      .replace(FLAGS, "#!lua flags=allow-oom\n")
-      .replace(AT_LIMIT, "\nlocal atLimit = true\n"),
-  ];
+  if (!lua.includes(AT_LIMIT)) return undefined;
+  const allowed = "#!lua flags=allow-oom\n" + lua.replace(FLAGS, "");
+  return [`${name}AtLimit`, allowed.replace(AT_LIMIT, "\nlocal atLimit = true\n")];
 }
 
 /**

@@ -104,6 +104,20 @@ describe("Redis at its memory limit (noeviction)", () => {
     expect((await rc.roster("room")).members.map((m) => m.user)).to.deep.equal(["ann"]);
   });
 
+  it("reads rosters and checks settings where Redis refuses writes (too few replicas)", async () => {
+    const rc = new Rollcall(client(), OPTIONS);
+    await rc.heartbeat("room", "ann", "c");
+    await admin.config("SET", "min-replicas-to-write", "1");
+    try {
+      expect((await rc.roster("room")).count).to.equal(1);
+      expect((await rc.count("room")).users).to.equal(1);
+      await new Rollcall(client(), OPTIONS).ready();
+      await refusedWith("REDIS_UNAVAILABLE", rc.heartbeat("room", "bob", "c"));
+    } finally {
+      await admin.config("SET", "min-replicas-to-write", "0");
+    }
+  });
+
   it("lets a watch open, follow the room and check it against Redis", async () => {
     const rc = new Rollcall(client(), OPTIONS);
     await ballast();

@@ -4,7 +4,8 @@ import { Rollcall, Sweeper, type PresenceEvent } from "../../src/index.js";
 import { RedisProcess } from "../chaos/server.js";
 import { startProxy, type Proxy } from "../kit/proxy.js";
 import { parseEvent } from "../../src/protocol/events.js";
-import { IMMEDIATE, client, listen, redisUrl } from "../kit/redis.js";
+import { advanceClock } from "../kit/clock.js";
+import { IMMEDIATE, caughtUp, client, listen, redisNow, redisUrl } from "../kit/redis.js";
 import { eventually, sleep } from "../kit/wait.js";
 
 // A stall of Redis longer than the presence window (a CLIENT PAUSE, a SIGSTOP, a restart loading
@@ -116,6 +117,71 @@ describe("Redis stalled longer than the presence window", function () {
       await sleep(4_000);
       await server.launch();
       await settled(seen, Date.now());
+    });
+  });
+
+  describe("stalls as the scripts see them", () => {
+    // A stall of `ms` as the scripts see it, without waiting: no sweep noted for `ms` of Redis's
+    // own clock, and `ms` of deadlines passed on the test clock.
+    async function stall(rc: Rollcall, ms: number) {
+      const redis = client();
+      await redis.hset(rc.layout.bucketKeys(0)[1], "sw", (await redisNow(redis)) - ms);
+      await advanceClock(redis, rc, ms);
+    }
+    const one = { ...OPTIONS, buckets: 1 };
+    const said = (events: PresenceEvent[]) => events.map((e) => `${e.type} ${e.user}`);
+
+    it("holds through a second stall what the first one held", async () => {
+      const rc = new Rollcall(client(), one);
+      const events = await listen([rc.channel("room")]);
+      await rc.heartbeat("room", "ann", "c");
+      await rc.sweepBucket(0);
+      await stall(rc, 4_000);
+      await rc.sweepBucket(0); // ann held until a window after the stall
+      await stall(rc, 1_500); // a second stall within that hold
+      expect((await rc.heartbeat("room", "ann", "c")).joined).to.equal(false);
+      await stall(rc, 2_900);
+      await rc.sweepBucket(0);
+      await caughtUp(events);
+      expect(said(events)).to.deep.equal(["join ann"]);
+    });
+
+    it("holds a leave grace that ends in a stall: a reload across it publishes nothing", async () => {
+      for (const sweepFirst of [true, false]) {
+        const rc = new Rollcall(client(), {
+          ...one,
+          leaveGraceMs: 5_000,
+          prefix: `g${sweepFirst}`,
+        });
+        const events = await listen([rc.channel("room")]);
+        await rc.heartbeat("room", "ann", "c1");
+        await rc.sweepBucket(0);
+        await rc.leave("room", "ann", "c1"); // the page reloads: its grace starts
+        await stall(rc, 6_000); // the new page's beats fail throughout
+        if (sweepFirst) await rc.sweepBucket(0);
+        await rc.heartbeat("room", "ann", "c2");
+        await caughtUp(events);
+        expect(said(events), `sweep first: ${sweepFirst}`).to.deep.equal(["join ann"]);
+      }
+    });
+
+    it("holds nothing once no sweep ran for ten windows: sweepers gone for good", async () => {
+      const redis = client();
+      const rc = new Rollcall(redis, one);
+      const events = await listen([rc.channel("room")]);
+      await rc.heartbeat("room", "ann", "c1");
+      await rc.heartbeat("room", "ann", "c2");
+      await rc.sweepBucket(0);
+      // c1 dies; c2 goes on beating; the last sweep ran eleven windows ago.
+      await advanceClock(redis, rc, WINDOW / 2);
+      await rc.heartbeat("room", "ann", "c2");
+      await advanceClock(redis, rc, WINDOW / 2 + 100);
+      await redis.hset(rc.layout.bucketKeys(0)[1], "sw", (await redisNow(redis)) - 11 * WINDOW);
+      await rc.heartbeat("room", "ann", "c2");
+      const [member] = (await rc.roster("room")).members;
+      expect(member?.connections, "c1 is gone").to.equal(1);
+      await caughtUp(events);
+      expect(said(events)).to.deep.equal(["join ann"]);
     });
   });
 
