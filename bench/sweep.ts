@@ -35,8 +35,8 @@ const EXPIRING: RollcallOptions = {
   leaveGraceMs: 0,
 };
 /**
- * The expiring deployments of the timed passes: a window in which every scenario's members are
- * heartbeated, while their sweeps go on until just before it ends (see keepSweeping).
+ * The expiring deployments of the timed passes: a window whose third (the longest pause of
+ * sweeps that is no stall) covers a timed pass of the others (see SweepNotes).
  */
 const PASSES: RollcallOptions = { ...EXPIRING, presenceWindowMs: 9_000 };
 /** Idle rooms: live all along (their heartbeat's window is an hour) and never due. */
@@ -119,6 +119,8 @@ export function sweepSteps(p: Profile): number {
 interface RollcallSweep extends Scenario {
   gone: Member[];
   rollcall: Rollcall;
+  /** A room nobody is in, in each bucket of the deployment (see SweepNotes). */
+  quiet: string[];
   sweeper: Sweeper;
   timed: TimedPass[];
 }
@@ -183,11 +185,9 @@ export async function benchSweep(
   const naiveSweeper = new NaiveTracker(lab.connect(), PASSES.presenceWindowMs! / 1000);
   for (let pass = 0; pass < passes; pass++) {
     await progress.step(`sweep: pass ${pass + 1}/${passes}`, async () => {
-      const began: number[] = [];
+      const noting = new SweepNotes(rollcallSweeps);
       const ended: number[] = [];
-      const sweeping = keepSweeping(rollcallSweeps, began);
       for (const s of rollcallSweeps) {
-        began.push(performance.now());
         await forEachInFlight(s.gone, 64, (m) =>
           s.rollcall.heartbeat(m.room, m.user, m.connection),
         );
@@ -199,12 +199,14 @@ export async function benchSweep(
       }
       // The joins' kept replies would expire in the background while the passes are timed.
       await lab.dropReplies();
-      await sweeping;
       const window = PASSES.presenceWindowMs!;
       for (const [i, s] of rollcallSweeps.entries()) {
         await sleep(Math.max(0, ended[i]! + window + MARGIN_MS - performance.now()));
+        await noting.pause();
         s.timed.push(await timedSweep(lab, s.sweeper, expirations));
+        noting.resume(s);
       }
+      await noting.stop();
       await sleep(Math.max(0, naiveBegan + window + MARGIN_MS - performance.now()));
       for (const s of naiveSweeps) {
         s.timed.push(await timedNaiveSweep(lab, naiveSweeper, s.conversations, expirations));
@@ -222,20 +224,61 @@ export async function benchSweep(
 }
 
 /**
- * Sweeps each deployment (nothing due) until shortly before its first deadline, the time its
- * heartbeats `began` (those not begun yet: from now on): a deployment whose sweeps stopped for a
+ * Notes a sweep in every bucket of the deployments not timed yet, every few hundred ms, without
+ * expiring anything (a sweep of a room nobody is in): a deployment whose sweeps stopped for a
  * third of its window would take the gap for a stall of Redis and hold its connections another
- * window (lua/include/stall.lua), as a real one does when a deploy stops every sweeper.
+ * window (lua/include/stall.lua), as a real one does when a deploy stops every sweeper. Paused
+ * while a pass is timed, so that the pass's script calls are its own.
  */
-async function keepSweeping(sweeps: readonly RollcallSweep[], began: readonly number[]) {
-  const lastSweep = PASSES.presenceWindowMs! - 2 * MARGIN_MS;
-  for (;;) {
-    const now = performance.now();
-    const early = sweeps.filter((_, i) => began[i] === undefined || now < began[i] + lastSweep);
-    if (early.length === 0) return;
-    for (const s of early) await s.sweeper.sweepOnce();
-    await sleep(MARGIN_MS / 2);
+class SweepNotes {
+  private readonly pending: Set<RollcallSweep>;
+  private running = true;
+  private paused = false;
+  private readonly loop: Promise<void>;
+
+  constructor(sweeps: readonly RollcallSweep[]) {
+    this.pending = new Set(sweeps);
+    this.loop = this.run();
   }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      for (const s of this.paused ? [] : this.pending) {
+        await Promise.all(s.quiet.map((room) => s.rollcall.sweepRoom(room)));
+      }
+      this.iteration?.();
+      await sleep(3 * MARGIN_MS);
+    }
+  }
+
+  private iteration: (() => void) | undefined;
+
+  /** Resolves once no note is under way and none will start until resume(). */
+  async pause(): Promise<void> {
+    this.paused = true;
+    await new Promise<void>((resolve) => (this.iteration = resolve));
+  }
+
+  /** Notes go on, for the deployments still to be timed (not `timed`). */
+  resume(timed: RollcallSweep): void {
+    this.pending.delete(timed);
+    this.paused = false;
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    await this.loop;
+  }
+}
+
+function quietRooms(rollcall: Rollcall): string[] {
+  const byBucket = new Map<number, string>();
+  for (let i = 0; byBucket.size < rollcall.settings.buckets; i++) {
+    const room = `quiet-${i}`;
+    const { bucket } = rollcall.layout.room(room);
+    if (!byBucket.has(bucket)) byBucket.set(bucket, room);
+  }
+  return [...byBucket.values()];
 }
 
 function expiring(name: string, connections: number, roomSize: number): Member[] {
@@ -271,10 +314,12 @@ async function deploy(
   // Nothing is due yet: this loads the script on the sweeper's connection (ioredis sends EVAL
   // first), so the timed passes run EVALSHA only.
   await sweeper.sweepOnce();
+  const rollcall = new Rollcall(writer, { ...PASSES, prefix });
   return {
     ...scenario,
     gone: expiring("busy", profile.sweep.expirations, scenario.roomSize),
-    rollcall: new Rollcall(writer, { ...PASSES, prefix }),
+    rollcall,
+    quiet: quietRooms(rollcall),
     sweeper,
     timed: [],
   };
