@@ -193,10 +193,10 @@ export async function benchSweep(
         );
         ended.push(performance.now());
       }
-      const naiveBegan = performance.now();
       for (const s of naiveSweeps) {
         await forEachInFlight(s.gone, 64, (m) => heartbeats.heartbeat(m.room, m.user));
       }
+      const naiveEnded = performance.now();
       // The joins' kept replies would expire in the background while the passes are timed.
       await lab.dropReplies();
       const window = PASSES.presenceWindowMs!;
@@ -207,7 +207,7 @@ export async function benchSweep(
         noting.resume(s);
       }
       await noting.stop();
-      await sleep(Math.max(0, naiveBegan + window + MARGIN_MS - performance.now()));
+      await sleep(Math.max(0, naiveEnded + window + MARGIN_MS - performance.now()));
       for (const s of naiveSweeps) {
         s.timed.push(await timedNaiveSweep(lab, naiveSweeper, s.conversations, expirations));
       }
