@@ -16,6 +16,7 @@
   KEYS, ARGV[1..5]: see include/bucket.lua; derives the keys of the rooms it sweeps.
   ARGV[6] a room, or '' for the bucket's rooms due now, the longest overdue first
   ARGV[7] batch: most members to expire   ARGV[8] most rooms to visit
+  ARGV[9] how long the calling sweeper pauses between passes, ms (0: none said; see stall)
 
   Reply: {connections dropped, leaves, typing stops, 1 if more is due now else 0, how long the
   first room visited had been due (ms), rooms visited, the first failure's message or ''}
@@ -32,7 +33,7 @@ do
   end
 end
 local batch, roomLimit = tonumber(ARGV[7]), tonumber(ARGV[8])
-Stall.sweeping()
+Stall.sweeping(tonumber(ARGV[9]))
 
 local names, lag = {}, 0
 local due = ARGV[6] == '' and rcall('ZRANGE', dueKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, roomLimit, 'WITHSCORES')

@@ -9,7 +9,8 @@
   A stall is what the sweeps see: every sweep of the bucket notes when it ran ('sw' in the seq
   hash, rewritten once it is STALE_AFTER / 4 old), and a sweep finding the previous one older than
   STALE_AFTER (a third of the presence window, at least a second) records the gap as the stall
-  ('sf' its start, 'su' its end; a stall that begins while the previous one's hold still runs
+  ('sf' its start, 'su' its end; 'si' the sweepers' pause between passes, when longer than a third
+  of the window, sets the threshold at three such pauses instead; a stall that begins while the previous one's hold still runs
   extends that hold). A holder that beats every third of a window (the default) loses a
   connection only to a longer stall. Until a sweep has run, any script seeing the last sweep
   older than STALE_AFTER takes the time since as a stall still going on. A gateway cut off from
@@ -22,15 +23,22 @@
 -- @include "modules"
 local Stall = defineModule('Stall', function(bucket)
   local rcall, now, presenceWindow = redis.call, bucket.now, bucket.presenceWindow
-  local STALE_AFTER = math.max(1000, math.floor(presenceWindow / 3))
   local LONGEST = math.min(10 * presenceWindow, bucket.keyTtl)
   local t = rcall('TIME')
   local clock = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  local swept, from, to = unpack(rcall('HMGET', bucket.seq, 'sw', 'sf', 'su'))
-  swept, from, to = tonumber(swept), tonumber(from), tonumber(to)
-  -- How long no sweep has run, if that is a stall: its start, on the call's clock.
-  local gap = swept and clock - swept
-  local stalled = gap and gap > STALE_AFTER and gap < LONGEST and now - gap
+  local swept, from, to, every = unpack(rcall('HMGET', bucket.seq, 'sw', 'sf', 'su', 'si'))
+  swept, from, to, every = tonumber(swept), tonumber(from), tonumber(to), tonumber(every) or 0
+  -- The longest gap between sweeps that is no stall, for sweepers that pause `every` ms.
+  local function staleAfter()
+    return math.max(1000, math.floor(presenceWindow / 3), 3 * every)
+  end
+  -- How long no sweep has run, and if that is a stall, its start, on the call's clock.
+  local gap, stalled
+  local function measure()
+    gap = swept and clock - swept
+    stalled = gap and gap > staleAfter() and gap < LONGEST and now - gap
+  end
+  measure()
 
   -- When a connection (or a leave grace) due at `at` expires: a deadline that fell in or after
   -- the stall recorded, or the one going on, is held until a presence window after its end.
@@ -45,14 +53,19 @@ local Stall = defineModule('Stall', function(bucket)
     return held
   end
 
-  -- A sweep of the bucket ran now: noted, with the stall it ends, if any.
-  local function sweeping()
+  -- A sweep of the bucket ran now, by a sweeper that pauses `interval` ms between passes (0:
+  -- none said): noted, with the stall it ends, if any.
+  local function sweeping(interval)
+    if interval > every then
+      every = interval
+      measure()
+    end
     if stalled then
       local start = (to and to + presenceWindow > stalled) and from or stalled
-      rcall('HSET', bucket.seq, 'sw', clock, 'sf', start, 'su', now)
+      rcall('HSET', bucket.seq, 'sw', clock, 'si', interval, 'sf', start, 'su', now)
       from, to, stalled = start, now, false
-    elseif not gap or gap >= STALE_AFTER / 4 then
-      rcall('HSET', bucket.seq, 'sw', clock)
+    elseif not gap or gap >= staleAfter() / 4 then
+      rcall('HSET', bucket.seq, 'sw', clock, 'si', interval)
     end
     swept, gap = clock, 0
   end

@@ -513,16 +513,24 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   /**
    * One sweep of a bucket: the rooms due now, the longest overdue first, at most `rooms` of them
    * and `batch` members expired. `more` says whether more is due than this call settled.
+   * `everyMs`: how long the caller pauses between passes (a Sweeper's interval), so that only a
+   * gap between sweeps longer than three such pauses is taken for a stall of Redis.
    */
   async sweepBucket(
     bucket: number,
-    options?: { batch?: number; rooms?: number },
+    options?: { batch?: number; rooms?: number; everyMs?: number },
   ): Promise<SweepReply> {
-    const { batch = SWEEP_BATCH, rooms = SWEEP_ROOMS } = knownKeys(options, ["batch", "rooms"]);
+    const {
+      batch = SWEEP_BATCH,
+      rooms = SWEEP_ROOMS,
+      everyMs = 0,
+    } = knownKeys(options, ["batch", "rooms", "everyMs"]);
     integer("bucket", bucket, 0, this.settings.buckets - 1);
     integer("batch", batch, 1, 10_000);
     integer("rooms", rooms, 1, 10_000);
-    const swept = await this.run(sweep, bucket, { kind: "change" }, [""], { batch, rooms });
+    integer("everyMs", everyMs, 0, 86_400_000);
+    const input = { batch, rooms, everyMs };
+    const swept = await this.run(sweep, bucket, { kind: "change" }, [""], input);
     this.metrics.add("rollcall.events", swept.leaves, { type: "leave" });
     this.metrics.add("rollcall.events", swept.typingStops, { type: "typing-stop" });
     return swept;

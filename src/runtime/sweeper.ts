@@ -114,7 +114,10 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       let swept;
       let failure: string | null = null;
       do {
-        swept = await this.rollcall.sweepBucket(bucket, { batch: this.batch });
+        swept = await this.rollcall.sweepBucket(bucket, {
+          batch: this.batch,
+          everyMs: this.intervalMs,
+        });
         stats.calls += 1;
         stats.rooms += swept.rooms;
         stats.lagMs = Math.max(stats.lagMs, swept.lagMs);

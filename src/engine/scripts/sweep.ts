@@ -20,10 +20,14 @@ export interface SweepReply extends SweepCounts {
   failure: string | null;
 }
 
-/** After the room (ARGV[6]; '' for the bucket's rooms due now): batch and most rooms. */
-export const sweep: Script<{ batch: number; rooms: number }, SweepReply> = {
+/**
+ * After the room (ARGV[6]; '' for the bucket's rooms due now): batch, most rooms, and how long
+ * the calling sweeper pauses between passes (0: none said), which sets how long a gap between
+ * sweeps must be to be a stall of Redis (lua/include/stall.lua).
+ */
+export const sweep: Script<{ batch: number; rooms: number; everyMs?: number }, SweepReply> = {
   name: "sweep",
-  args: ({ batch, rooms }) => [batch, rooms],
+  args: ({ batch, rooms, everyMs = 0 }) => [batch, rooms, everyMs],
   decode: (reply) => ({
     connections: reply.int(0),
     leaves: reply.int(1),
