@@ -38,7 +38,7 @@ const EXPIRING: RollcallOptions = {
  * The expiring deployments of the timed passes: a window whose third (the longest pause of
  * sweeps that is no stall) covers a timed pass of the others (see SweepNotes).
  */
-const PASSES: RollcallOptions = { ...EXPIRING, presenceWindowMs: 9_000 };
+const PASSES: RollcallOptions = { ...EXPIRING, presenceWindowMs: 30_000 };
 /** Idle rooms: live all along (their heartbeat's window is an hour) and never due. */
 const IDLE: RollcallOptions = { presenceWindowMs: 3_600_000, leaveGraceMs: 0 };
 /** After the window has passed, a margin for the last heartbeat's round trip. */
