@@ -165,6 +165,19 @@ describe("Redis stalled longer than the presence window", function () {
       }
     });
 
+    it("takes no gap of under three Sweeper intervals for a stall", async () => {
+      const rc = new Rollcall(client(), one);
+      const events = await listen([rc.channel("room")]);
+      await rc.heartbeat("room", "bob", "c");
+      await rc.sweepBucket(0, { everyMs: 1_000 });
+      // A Sweeper pausing 1 s between passes, 1.5 s since its last sweep: its cadence, no stall.
+      await stall(rc, 1_500);
+      await advanceClock(client(), rc, WINDOW);
+      expect((await rc.sweepBucket(0, { everyMs: 1_000 })).leaves).to.equal(1);
+      await caughtUp(events);
+      expect(said(events)).to.deep.equal(["join bob", "leave bob"]);
+    });
+
     it("holds nothing once no sweep ran for ten windows: sweepers gone for good", async () => {
       const redis = client();
       const rc = new Rollcall(redis, one);
