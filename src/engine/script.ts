@@ -154,10 +154,15 @@ export class Scripts {
     try {
       return await run(source);
     } catch (error) {
-      const variant = this.sources.get(`${source.name}AtLimit`);
-      if (!variant || !refusedAtLimit(error)) throw error;
-      return await run(variant);
+      return await run(this.atLimit(source, error));
     }
+  }
+
+  /** The script's variant for the limit, if Redis refused it at maxmemory; else `error`, thrown. */
+  private atLimit(source: LuaScript, error: unknown): LuaScript {
+    const variant = this.sources.get(`${source.name}AtLimit`);
+    if (!variant || !refusedAtLimit(error)) throw error;
+    return variant;
   }
 
   /**
@@ -175,8 +180,7 @@ export class Scripts {
       return await this.multi(source, args, reads, binary);
     } catch (error) {
       // At maxmemory Redis refuses whatever a MULTI queues: the variant runs the reads itself.
-      const variant = this.sources.get(`${source.name}AtLimit`);
-      if (!variant || !refusedAtLimit(error)) throw error;
+      const variant = this.atLimit(source, error);
       const words = reads.flatMap((read) => [read.length, ...read]);
       const reply: unknown = await this.call(variant, [...args, ...words], binary);
       if (!Array.isArray(reply)) throw new UnexpectedReplyError(`reply of ${source.name}`, reply);
