@@ -37,25 +37,33 @@ local COLON = 58
 local quarter = keyTtl / 4
 local slow = {}
 
+-- The steady patch of the entry at ARGV[a] (the batch's entry i) into `raw`, its user's record;
+-- or nil, and the entry is queued in `slow`.
+local function steadyEntry(r, a, i, raw)
+  local conn, options = ARGV[a + 1], ARGV[a + 2]
+  -- A capacity without a state ('<capacity>:') changes nothing for a present user.
+  local beat = (options == '' or sbyte(options, -1) == COLON) and raw and steadyBeat(raw, conn, quarter)
+  if not beat then
+    slow[#slow + 1] = { i, r, ARGV[a], conn, options }
+  end
+  return beat
+end
+
 -- The steady heartbeats among a room's n entries (ARGV from `first`; the batch's `index` on),
 -- patched into their records (raws[k + offset] for entry k): the fields to write (user, record,
--- ...), or nil. The other entries are queued in `slow`.
+-- ...), or nil.
 local function patchSteady(r, first, n, index, raws, offset)
   -- A user may come twice (two connections): the second patch applies to the first's result.
   local patched, changed = {}, {}
   for k = 1, n do
     local a = first + (k - 1) * FIELDS
-    local user, conn, options = ARGV[a], ARGV[a + 1], ARGV[a + 2]
-    local raw = patched[user] or raws[k + offset]
-    -- A capacity without a state ('<capacity>:') changes nothing for a present user.
-    local beat = (options == '' or sbyte(options, -1) == COLON) and raw and steadyBeat(raw, conn, quarter)
+    local user = ARGV[a]
+    local beat = steadyEntry(r, a, index + k - 1, patched[user] or raws[k + offset])
     if beat then
       if not patched[user] then
         changed[#changed + 1] = user
       end
       patched[user] = beat
-    else
-      slow[#slow + 1] = { index + k - 1, r, user, conn, options }
     end
   end
   if #changed > 0 then
@@ -67,20 +75,30 @@ local function patchSteady(r, first, n, index, raws, offset)
   end
 end
 
+local function usersOf(first, n)
+  local users = {}
+  for k = 0, n - 1 do
+    users[k + 1] = ARGV[first + k * FIELDS]
+  end
+  return users
+end
+
 -- A big room's records are in shards (see shards): it waits for the shards' helpers below.
 local sharded = {}
 local at, index = 6, 0
 while at <= #ARGV do
   local r, n, first = openRoom(ARGV[at]), tonumber(ARGV[at + 1]), at + 2
-  local users = {}
-  for k = 0, n - 1 do
-    users[k + 1] = ARGV[first + k * FIELDS]
-  end
   -- The meta comes with the records: its last byte says whether they are in this hash (see
-  -- meta). A steady heartbeat pays one byte's read of it.
-  local raws = rcall('HMGET', r.key, '', unpack(users))
+  -- meta). A steady heartbeat pays one byte's read of it. A single entry (a single call) builds
+  -- no lists.
+  local raws = n == 1 and rcall('HMGET', r.key, '', ARGV[first]) or rcall('HMGET', r.key, '', unpack(usersOf(first, n)))
   if raws[1] and sbyte(raws[1], -1) > 0 then
-    sharded[#sharded + 1] = { r, first, n, index, users, raws[1] }
+    sharded[#sharded + 1] = { r, first, n, index, usersOf(first, n), raws[1] }
+  elseif n == 1 then
+    local beat = steadyEntry(r, first, index, raws[2])
+    if beat then
+      rcall('HSET', r.key, ARGV[first], beat)
+    end
   else
     local fields = patchSteady(r, first, n, index, raws, 1)
     if fields then

@@ -35,6 +35,11 @@ export class Metrics {
 
   constructor(private readonly meter: MeterLike | undefined) {}
 
+  /** Whether anything is recorded: without a meter, a caller skips measuring altogether. */
+  get on(): boolean {
+    return this.meter !== undefined;
+  }
+
   /** A counter (or, with `upDown`, a gauge-like sum) incremented by `value`. */
   add(name: string, value: number, attributes: MetricAttributes = {}, upDown = false): void {
     if (!this.meter) return;

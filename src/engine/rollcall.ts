@@ -132,6 +132,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   private calls = 0;
   /** Heartbeat calls that failed, by each of their entries, until a batch resends them. */
   private readonly failed = new Map<string, FailedCall>();
+  /** ready() has resolved: calls go on without awaiting it. */
+  private deploymentChecked = false;
 
   constructor(
     /** @internal The application's client: only the engine runs commands on it. */
@@ -162,6 +164,9 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   ready(): Promise<void> {
     this.checked ??= this.checkDeployment()
       .then(() => this.checkMemoryPolicy())
+      .then(() => {
+        this.deploymentChecked = true;
+      })
       .catch((error: unknown) => {
         if (!(error instanceof SettingsMismatchError)) this.checked = undefined;
         throw error;
@@ -199,17 +204,28 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     options?: { state?: MemberState; capacity?: number },
   ): Promise<HeartbeatResult> {
     const { state, capacity } = knownKeys(options, ["state", "capacity"]);
-    const [outcome] = await this.heartbeatMany([
-      {
-        room,
-        user,
-        connection,
-        ...(state === undefined ? {} : { state }),
-        ...(capacity === undefined ? {} : { capacity }),
-      },
-    ]);
-    if (outcome!.error) throw outcome!.error;
-    return outcome!;
+    const asked: Heartbeat = { room, user, connection, state, capacity };
+    const entry = this.entry(asked);
+    // While no call waits for a resend, the entry goes straight into a call of its own: what
+    // heartbeatMany would send for it, without a batch's grouping.
+    const outcomes =
+      this.failed.size > 0
+        ? await this.heartbeatMany([asked])
+        : await this.send(
+            {
+              call: this.heartbeatCall(
+                this.layout.room(room).bucket,
+                [{ room, entries: [entry] }],
+                1,
+              ),
+              at: [0],
+            },
+            [asked],
+            [entry],
+          );
+    const outcome = outcomes[0]!;
+    if (outcome.error) throw outcome.error;
+    return outcome;
   }
 
   /**
@@ -235,28 +251,38 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     const resends = this.failed.size > 0 ? this.resends(heartbeats.map((_, at) => id(at))) : [];
     const taken = new Set(resends.flatMap((send) => send.at));
     const sends = [...resends, ...this.heartbeatCalls(heartbeats, entries, taken)];
+    if (sends.length === 1) return this.send(sends[0]!, heartbeats, entries);
     const outcomes = new Array<HeartbeatOutcome>(heartbeats.length);
     // Started in this order, so a resend reaches Redis before the new calls of its bucket.
-    await Promise.all(
-      sends.map(async ({ call, at }) => {
-        try {
-          const done = await this.run(
-            heartbeat,
-            call.bucket,
-            { kind: "change", number: call.number },
-            [],
-            call.batch,
-          );
-          // The script numbers entries in the order it takes them: room by room.
-          at.forEach((a, i) => (outcomes[a] = done[i]!));
-        } catch (error) {
-          const failure =
-            error instanceof RollcallError ? error : new RedisCallError("heartbeat", error);
-          at.forEach((a) => (outcomes[a] = { error: failure }));
-          this.keepFailed({ ...call, ids: at.map(id) });
-        }
-      }),
-    );
+    const parts = await Promise.all(sends.map((send) => this.send(send, heartbeats, entries)));
+    parts.forEach((part, k) => sends[k]!.at.forEach((a, i) => (outcomes[a] = part[i]!)));
+    return outcomes;
+  }
+
+  /**
+   * One heartbeat call: the outcomes of its entries in its order (heartbeats[at[i]], whose
+   * checked entries are entries[at[i]]), each a result or its call's failure, kept for a resend.
+   */
+  private async send(
+    { call, at }: Send,
+    heartbeats: readonly Heartbeat[],
+    entries: readonly HeartbeatEntry[],
+  ): Promise<HeartbeatOutcome[]> {
+    let outcomes: HeartbeatOutcome[];
+    try {
+      outcomes = await this.run(
+        heartbeat,
+        call.bucket,
+        { kind: "change", number: call.number },
+        [],
+        call.batch,
+      );
+    } catch (error) {
+      const failure =
+        error instanceof RollcallError ? error : new RedisCallError("heartbeat", error);
+      this.keepFailed({ ...call, ids: at.map((a) => entryId(heartbeats[a]!, entries[a]!)) });
+      return at.map(() => ({ error: failure }));
+    }
     for (const outcome of outcomes) {
       if (outcome.error || !outcome.event) continue;
       this.metrics.add("rollcall.events", 1, { type: outcome.joined ? "join" : "update" });
@@ -314,13 +340,22 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       group.at.push(at);
       chunk.size += 1;
     });
-    const until = performance.now() + this.settings.replayWindowMs;
     return [...open].flatMap(([bucket, list]) =>
       list.map(({ rooms, size }) => ({
-        call: { bucket, batch: { rooms, size }, number: this.calls++, until },
+        call: this.heartbeatCall(bucket, rooms, size),
         at: rooms.flatMap((g) => g.at),
       })),
     );
+  }
+
+  /** A new heartbeat call of a bucket's rooms, numbered. */
+  private heartbeatCall(
+    bucket: number,
+    rooms: HeartbeatBatch["rooms"],
+    size: number,
+  ): HeartbeatCall {
+    const until = performance.now() + this.settings.replayWindowMs;
+    return { bucket, batch: { rooms, size }, number: this.calls++, until };
   }
 
   /** Keeps a failed call for a resend (while its replies may be kept: see resends). */
@@ -635,7 +670,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     before: readonly Arg[],
     input: Input,
   ): Promise<Output> {
-    await (kind === "read" ? this.readyToRead() : this.ready());
+    // Once the deployment was checked, a call awaits nothing before it is sent.
+    if (!this.deploymentChecked) await (kind === "read" ? this.readyToRead() : this.ready());
     const bucketKeys = this.layout.bucketKeys(bucket).slice(0, keys);
     let call = "";
     if (kind === "change") {
@@ -644,10 +680,12 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       bucketKeys.push(this.layout.replay(bucket, this.instance, generation));
       call = String(n % REPLAY_GENERATION);
     }
+    const args = [...this.shared, call, ...before];
+    if (!this.metrics.on) return this.scripts.run(script, bucketKeys, args, input);
     const started = performance.now();
     let outcome = "ok";
     try {
-      return await this.scripts.run(script, bucketKeys, [...this.shared, call, ...before], input);
+      return await this.scripts.run(script, bucketKeys, args, input);
     } catch (error) {
       outcome = (error as { code?: string }).code ?? "error";
       throw error;

@@ -46,12 +46,14 @@ const REFUSED = "OOM command not allowed when used memory > 'maxmemory' (the ent
 export const heartbeat: Script<HeartbeatBatch, (HeartbeatResult | HeartbeatFailure)[]> = {
   name: "heartbeat",
   outcomes: OUTCOMES,
-  args: ({ rooms }) =>
-    rooms.flatMap(({ room, entries }) => [
-      room,
-      entries.length,
-      ...entries.flatMap((e) => [e.user, e.connection, e.options]),
-    ]),
+  args: ({ rooms }) => {
+    const args: Arg[] = [];
+    for (const { room, entries } of rooms) {
+      args.push(room, entries.length);
+      for (const e of entries) args.push(e.user, e.connection, e.options);
+    }
+    return args;
+  },
   decode: (reply, { size }) => {
     const results = new Array<HeartbeatResult | HeartbeatFailure>(size).fill(REFRESHED);
     // A bare 0: every entry was refreshed, and nothing published.
