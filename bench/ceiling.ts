@@ -13,6 +13,7 @@ import type { Lab } from "./lab.js";
 import { NAIVE_HEARTBEAT, TIME_ONLY } from "./lua.js";
 import { NaiveTracker } from "../test/kit/naive.js";
 import { grid, padded, RANDOM, type Member } from "./population.js";
+import { number, percent, ratio, table } from "./format.js";
 import { median } from "./stats.js";
 
 /**
@@ -346,4 +347,65 @@ function summarizeBatched(runs: readonly CeilingRun[], requests: number): Batche
     cpuRatio: median(pairs, (r) => r),
     heartbeatsPerSec: Math.max(...batched.map((r) => r.opsPerSec * heartbeats)),
   };
+}
+
+export const SCRIPT_LABEL: Record<CeilingScript, string> = {
+  noop: "TIME only",
+  naive: "baseline's work scripted",
+  rollcall: "rollcall heartbeat",
+};
+
+/** The ceiling's report: redis-benchmark running each script, by room size. */
+export function ceilingSection(c: CeilingResults, cores: number): string {
+  const summary = summarizeCeiling(c);
+  const shown = c.commands.filter((cmd) => cmd.roomSize === (summary[1] ?? summary[0])?.roomSize);
+  const repeats = new Set(c.runs.map((run) => run.repeat)).size;
+  return [
+    "## Ceiling: redis-benchmark, Redis CPU per heartbeat",
+    "",
+    `${c.redisBenchmark}, \`-c ${c.clients} -P ${number(c.pipeline)} -n ${number(c.requests)}\`, ` +
+      `three scripts per room size R, run after each of the ${repeats} throughput repeats ` +
+      "(interleaved, the order turning each repeat). R rooms of R users in a deployment of one " +
+      "bucket (every room under one hash tag); redis-benchmark draws each `__rand_int__` on its " +
+      "own below R, so the room's keys and the user carry one each. *rollcall heartbeat* is the " +
+      "command of a real steady heartbeat captured with MONITOR; *baseline's work scripted* is " +
+      "the baseline's update_presence as one script (TIME, ZSCORE, ZADD, EXPIRE on the room's " +
+      "sorted set); *TIME only* is a script that only reads the time, called with rollcall's " +
+      "keys and arguments: the floor of any call. Each run starts with CONFIG RESETSTAT; µs per " +
+      "call is INFO commandstats' EVALSHA usec_per_call, median of the repeats; every run is " +
+      "checked (each call ran exactly its script's commands, no key was added).",
+    "",
+    "The commands, R = " + (shown[0]?.roomSize ?? "?") + ":",
+    "",
+    "```",
+    ...shown.map((cmd) => cmd.command.map((a) => (a === "" ? '""' : a)).join(" ")),
+    "```",
+    "",
+    table(
+      [
+        "R",
+        "users",
+        ...CEILING_SCRIPTS.map((s) => `${SCRIPT_LABEL[s]} µs`),
+        "rollcall ÷ baseline scripted (≤ 1.25×)",
+        "same, less TIME only",
+        ...CEILING_SCRIPTS.map((s) => `${SCRIPT_LABEL[s]} /s`),
+        "redis-server CPU (rollcall)",
+        "host CPU, cores (rollcall)",
+      ],
+      summary.map((s) => [
+        number(s.roomSize),
+        number(s.roomSize * s.roomSize),
+        ...CEILING_SCRIPTS.map((script) => number(s.us[script], 2)),
+        ratio(s.ratio),
+        ratio(s.workRatio),
+        ...CEILING_SCRIPTS.map((script) => number(s.opsPerSec[script])),
+        percent(s.rollcallRedisCpu),
+        `${number(s.rollcallHostCpu, 2)} of ${cores}`,
+      ]),
+    ),
+    "",
+    "Calls/s are the best run's. The ratio is the median of each repeat's pair, measured side " +
+      "by side. Script time is what each call costs Redis's one core; calls/s adds what Redis " +
+      "spends reading requests and writing replies, the same for every script.",
+  ].join("\n");
 }

@@ -2,9 +2,11 @@ import { Rollcall, type RollcallOptions } from "../src/index.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { members, STEADY, type Member } from "./population.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import { commandStats, commandsBetween, median, underLoad } from "./stats.js";
+import { number, percent, table } from "./format.js";
+import { memory } from "./memory.js";
+import { resultOf, type Run, type Section } from "./section.js";
 
 /**
  * The event log, to decide from what it costs per event whether it is on by default. Two deployments side by side in one Redis, the same but for `logLength`: present
@@ -73,16 +75,12 @@ export interface LogResults {
   memory: LogMemory;
 }
 
-export function logSteps(p: Profile): number {
-  return 2 + p.log.repeats + 1;
+function logSteps(p: LogProfile): number {
+  return 2 + p.repeats + 1;
 }
 
-export async function benchLog(
-  lab: Lab,
-  profile: Profile,
-  progress: Progress,
-): Promise<LogResults> {
-  const { logLength, rooms, usersPerRoom, inFlight, runMs, repeats } = profile.log;
+async function benchLog(lab: Lab, profile: LogProfile, progress: Progress): Promise<LogResults> {
+  const { logLength, rooms, usersPerRoom, inFlight, runMs, repeats } = profile;
   await lab.flush();
   const options = (log: boolean): RollcallOptions => ({
     ...STEADY,
@@ -265,3 +263,115 @@ async function typingRun(
     eventsPerSec: published / load.seconds,
   };
 }
+
+/**
+ * Why the library keeps the log off by default, in this run's figures: each event costs little
+ * more, but the log's memory is a fixed bound, whatever the size of the deployment.
+ */
+function logDefault(l: LogResults, run: Run): string {
+  const { extra, memory: m } = l;
+  const presence = resultOf(memory, run)
+    ?.rows.find((row) => row.roomSize === 20)
+    ?.cells.find((c) => c.variant === "a")?.perConnection.memoryUsage;
+  const mb = (bytes: number) => number(bytes / 1024 / 1024, 1);
+  const scale = presence
+    ? `: as much as the presence of about ${number(m.boundBytes / presence)} connections ` +
+      `in rooms of 20 (${number(presence)} B each, memory section)`
+    : "";
+  return (
+    `Off by default: the log adds ${number(extra.redisCpuUs, 2)} µs of Redis CPU per event ` +
+    `(${number(100 * extra.redisCpuShare)}%), little, but it holds up to about ` +
+    `${mb(m.boundBytes)} MB at this logLength${scale}. Turn it on where a server ` +
+    "consumer needs every event."
+  );
+}
+
+function logSection(l: LogResults, run: Run): string {
+  const m = l.memory;
+  const mb = (bytes: number) => number(bytes / 1024 / 1024, 1);
+  return [
+    "## Event log: cost per event, on against off",
+    "",
+    `Two deployments side by side, the same but for \`logLength\` (0, and ` +
+      `${number(l.logLength)}; ${l.buckets} buckets): ${number(l.users)} present users in rooms ` +
+      `of 20 start and stop typing in a loop, ${l.inFlight} at a time on one auto-pipelined ` +
+      "connection: one event per call (checked: SPUBLISH count = calls, and one XADD per event " +
+      "with the log, none without). Before the runs every bucket's stream is filled to " +
+      "`logLength` with copies of a real typing event, so that each XADD also trims, as in a " +
+      "deployment that has run a while. The variants alternate run by run, their order turning; " +
+      "*script* is Redis's time in EVALSHA per event (INFO commandstats), *Redis CPU* " +
+      "redis-server's used_cpu over the run per event (I/O included). A steady heartbeat, most " +
+      "of a deployment's calls, publishes nothing and never touches the log.",
+    "",
+    table(
+      ["log", "script µs / event", "Redis CPU µs / event"],
+      [
+        ["off (median)", number(l.off.scriptUs, 2), number(l.off.redisCpuUs, 2)],
+        [
+          `on, ${number(l.logLength)} (median)`,
+          number(l.on.scriptUs, 2),
+          number(l.on.redisCpuUs, 2),
+        ],
+        [
+          "**on − off** (median of each repeat's pair)",
+          `${number(l.extra.scriptUs, 2)} (${percent(l.extra.scriptShare)})`,
+          `${number(l.extra.redisCpuUs, 2)} (${percent(l.extra.redisCpuShare)})`,
+        ],
+      ],
+    ),
+    "",
+    "Runs:",
+    "",
+    table(
+      [
+        "repeat",
+        "log",
+        "events",
+        "events/s",
+        "script µs / event",
+        "Redis CPU µs / event",
+        "XADD / event",
+        "of which XADD µs / event",
+      ],
+      l.runs.map((run) => [
+        number(run.repeat + 1),
+        run.log ? "on" : "off",
+        number(run.events),
+        number(run.eventsPerSec),
+        number(run.scriptUs, 2),
+        number(run.redisCpuUs, 2),
+        number(run.xaddPerEvent, 2),
+        number(run.xaddUs, 2),
+      ]),
+    ),
+    "",
+    `Memory: the ${m.streams} streams hold ${number(m.entries)} entries in ` +
+      `${mb(m.memoryUsage)} MB (MEMORY USAGE, SAMPLES 0): **${number(m.bytesPerEntry)} B per ` +
+      `event kept** (a typing event's JSON is ${m.typingEventBytes} B). The bound, bytes per ` +
+      `event × logLength × buckets: **${mb(m.boundBytes)} MB** per deployment (\`MAXLEN ~\` ` +
+      "trims whole stream nodes, so a stream may pass logLength by up to a node, 100 entries). " +
+      `A join into a room of 20 is ${m.joinEventBytes} B of JSON (its roster lists the ` +
+      `members): a log of such events only would hold about ${mb(m.joinBoundBytes)} MB.`,
+    "",
+    `**${logDefault(l, run)}**`,
+  ].join("\n");
+}
+
+/** The event log's cost per event, on against off, and its memory. */
+export const eventLog: Section<LogProfile, LogResults> = {
+  name: "log",
+  profiles: {
+    full: {
+      logLength: 10_000,
+      rooms: 50,
+      usersPerRoom: 20,
+      inFlight: 16,
+      runMs: 1_200,
+      repeats: 5,
+    },
+    smoke: { logLength: 1_000, rooms: 10, usersPerRoom: 20, inFlight: 16, runMs: 300, repeats: 1 },
+  },
+  steps: logSteps,
+  run: benchLog,
+  report: logSection,
+};

@@ -3,9 +3,16 @@ import { populate } from "./heartbeat.js";
 import { members, STEADY } from "./population.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker, type NaiveEvent } from "../test/kit/naive.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
+import type { Section } from "./section.js";
+import { number, percentileCells, PERCENTILES, table } from "./format.js";
 import { histogram, percentiles, type Percentiles } from "./stats.js";
+
+/** Events timed per variant, over this many rooms. */
+export interface FanoutProfile {
+  samples: number;
+  rooms: number;
+}
 
 export type FanoutEvent = "join" | "typing" | "leave";
 
@@ -43,7 +50,7 @@ export class Inbox {
   }
 }
 
-export function fanoutSteps(): number {
+function fanoutSteps(): number {
   return 2;
 }
 
@@ -51,12 +58,12 @@ export function fanoutSteps(): number {
  * Join, typing and leave of a newcomer in rooms of 9 present users, one at a time: the instance
  * making the change and the subscriber each have their own connection, as on two servers.
  */
-export async function benchFanout(
+async function benchFanout(
   lab: Lab,
-  profile: Profile,
+  profile: FanoutProfile,
   progress: Progress,
 ): Promise<FanoutResult[]> {
-  const { samples, rooms: roomCount } = profile.fanout;
+  const { samples, rooms: roomCount } = profile;
   const rooms = Array.from({ length: roomCount }, (_, i) => `fan-${i}`);
   const inbox = new Inbox();
   const rollcall = new Rollcall(lab.connect(), STEADY);
@@ -115,3 +122,31 @@ export async function benchFanout(
   }
   return results;
 }
+
+function fanoutSection(fanout: FanoutResult[]): string {
+  return [
+    "## Fan-out latency (µs, call on one connection to the event on another)",
+    "",
+    "A newcomer joins a room of 9, starts typing, leaves; rollcall publishes from the script " +
+      "(SPUBLISH), the baseline after its own round trips (roster read, then PUBLISH).",
+    "",
+    table(
+      ["event", "variant", ...PERCENTILES, "samples"],
+      fanout.map((f) => [
+        f.event,
+        f.variant === "rollcall" ? "rollcall" : "baseline",
+        ...percentileCells(f.us),
+        number(f.us.count),
+      ]),
+    ),
+  ].join("\n");
+}
+
+/** Join, typing and leave events from the call on one connection to the event on another. */
+export const fanout: Section<FanoutProfile, FanoutResult[]> = {
+  name: "fanout",
+  profiles: { full: { samples: 2_000, rooms: 20 }, smoke: { samples: 30, rooms: 5 } },
+  steps: fanoutSteps,
+  run: benchFanout,
+  report: fanoutSection,
+};

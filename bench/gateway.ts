@@ -8,14 +8,16 @@ import {
   type ServerFrame,
 } from "../src/gateway/index.js";
 import { forEachInFlight } from "./drive.js";
-import { Inbox } from "./fanout.js";
+import { fanout, Inbox } from "./fanout.js";
+import { number, percent, percentileCells, PERCENTILES, ratio, table } from "./format.js";
+import { best, describe, heartbeat } from "./heartbeat.js";
 import { ENGINE, GatewayChild, token } from "../test/kit/gatewayChild.js";
 import type { GatewayStats } from "../test/kit/gatewayProcess.js";
 import type { Lab } from "./lab.js";
-import { weigh } from "./memory.js";
+import { memory, weigh } from "./memory.js";
 import { members } from "./population.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
+import { resultOf, type Row, type Run, type Section } from "./section.js";
 import {
   commandStats,
   commandsBetween,
@@ -156,32 +158,32 @@ export interface GatewayResults {
   calls: GatewayCallsResult;
 }
 
-export function gatewaySteps(p: Profile): number {
-  return 2 + 1 + 3 + 2 + 1 + p.gateway.heartbeat.repeats + 1 + 1;
+function gatewaySteps(p: GatewayProfile): number {
+  return 2 + 1 + 3 + 2 + 1 + p.heartbeat.repeats + 1 + 1;
 }
 
-export async function benchGateway(
+async function benchGateway(
   lab: Lab,
-  profile: Profile,
+  profile: GatewayProfile,
   progress: Progress,
 ): Promise<GatewayResults> {
   await lab.flush();
   const idle = {
-    sockets: profile.gateway.idle.sockets,
-    opening: profile.gateway.idle.opening,
-    gateway: await idleSockets(lab, profile.gateway, progress, false),
-    plain: await idleSockets(lab, profile.gateway, progress, true),
+    sockets: profile.idle.sockets,
+    opening: profile.idle.opening,
+    gateway: await idleSockets(lab, profile, progress, false),
+    plain: await idleSockets(lab, profile, progress, true),
   };
   const [a, b] = await progress.step("gateway: two gateway processes", () =>
     Promise.all([GatewayChild.start(lab.url), GatewayChild.start(lab.url)]),
   );
   try {
-    const sockets = await socketsHeld(lab, profile.gateway, progress, a);
-    const fanout = await gatewayFanout(lab, profile.gateway, progress, a, b);
-    const heartbeats = await heartbeatFrames(lab, profile.gateway, progress, a);
+    const sockets = await socketsHeld(lab, profile, progress, a);
+    const fanout = await gatewayFanout(lab, profile, progress, a, b);
+    const heartbeats = await heartbeatFrames(lab, profile, progress, a);
     for (const child of [a, b]) await child.checkErrors();
     const calls = await progress.step("gateway: script calls per heartbeat", () =>
-      callsPerHeartbeat(lab, profile.gateway),
+      callsPerHeartbeat(lab, profile),
     );
     return { idle, sockets, fanout, heartbeats, calls };
   } finally {
@@ -668,3 +670,281 @@ async function heartbeatFrames(
     runs,
   };
 }
+
+const MB = 1024 * 1024;
+
+function memoryCells(m: ProcessMemory, scale = 1, digits = 0): string[] {
+  return [m.rss, m.heapUsed, m.external, m.arrayBuffers].map((v) => number(v / scale, digits));
+}
+
+/**
+ * Who held a gateway run back: a process near a whole core, or else the host's cores when they
+ * were nearly all busy (three processes of the bench, and anything else, share them).
+ */
+function gatewayBound(run: GatewayHeartbeatRun, cores: number): string {
+  const processes = [
+    { who: "gateway", share: run.gatewayCpu },
+    { who: "redis-server", share: run.redisCpu },
+    { who: "bench", share: run.benchCpu },
+  ];
+  const busy = processes.filter((p) => p.share >= 0.9);
+  if (busy.length > 0) return busy.map((p) => `${p.who} CPU`).join(", ");
+  const busiest = processes.reduce((a, b) => (b.share > a.share ? b : a));
+  if (run.hostCpu >= 0.8 * cores) {
+    return `the host's cores (busiest: ${busiest.who}, ${percent(busiest.share)})`;
+  }
+  return "round trips";
+}
+
+/** Cores busy with anything but the gateway, Redis and the bench. */
+function others(run: GatewayHeartbeatRun): number {
+  return Math.max(0, run.hostCpu - run.gatewayCpu - run.redisCpu - run.benchCpu);
+}
+
+/** Idle sockets on a gateway and on a plain ws server, and the upgrades per second of each. */
+function idleSection(idle: IdleResult): string[] {
+  const row = (name: string, run: IdleRun) => [
+    name,
+    number(run.upgradesPerSec),
+    ...memoryCells(run.perSocket),
+    number(run.opened.rss / MB, 1),
+  ];
+  return [
+    `### Idle sockets: ${number(idle.sockets)} on a gateway process, and on a plain \`ws\` server`,
+    "",
+    `Each socket opens (${idle.opening} handshakes under way at once) and joins no room. The ` +
+      "gateway verifies a distinct HS256 token for each (signed beforehand, offered as a " +
+      "`rollcall.bearer.` subprotocol entry), checks its caps and keeps a session; the plain " +
+      "server (`test/kit/gatewayProcess.ts --plain`: a bare `WebSocketServer` set up as the " +
+      "gateway's, no compression, no client tracking) accepts and holds. Bytes per socket: the " +
+      "process after a full collection with every socket open, less before, ÷ sockets.",
+    "",
+    table(
+      ["server", "upgrades/s", "RSS B/socket", "heap used", "external", "array buffers", "RSS, MB"],
+      [row("gateway (JWT verified)", idle.gateway), row("plain ws", idle.plain)],
+    ),
+    "",
+    `The gateway's own share: ${number(idle.gateway.perSocket.rss - idle.plain.perSocket.rss)} B ` +
+      "of RSS per idle socket over the plain server's.",
+    "",
+  ];
+}
+
+/** The gateway's figures; the engine's baselines where the run has them (not with --only). */
+function gatewaySection(g: GatewayResults, run: Run): string {
+  const r = {
+    meta: run.meta,
+    memory: resultOf(memory, run),
+    fanout: resultOf(fanout, run),
+    heartbeat: resultOf(heartbeat, run),
+  };
+  const s = g.sockets;
+  const memoryRow = r.memory?.rows.find((row) => row.roomSize === s.roomSize);
+  const engine = memoryRow?.cells.find((c) => c.variant === "b");
+  const engineFanout = (event: string) =>
+    r.fanout?.find((f) => f.event === event && f.variant === "rollcall");
+  const h = g.heartbeats;
+  const bestRun = h.runs.reduce((a, b) => (b.framesPerSec > a.framesPerSec ? b : a));
+  const roomBeats = bestRun.framesPerSec * h.roomsPerSocket;
+  const c = g.calls;
+  const direct = r.heartbeat ? best(r.heartbeat.throughput, "rollcall") : undefined;
+  return [
+    "## Gateway",
+    "",
+    "Gateway processes of their own (`test/kit/gatewayProcess.ts`: a `Gateway` with a JWT secret, " +
+      "no Sweeper, pings off, rate limits raised so that frames are never refused, on its own " +
+      "ioredis connection with the library's defaults), on the bench's Redis; the bench process " +
+      "drives them over raw `ws` sockets (no client replica), each socket authenticated with its " +
+      "own HS256 token. Process figures come from the gateway process itself over IPC " +
+      "(`process.memoryUsage()` after two full collections, `process.cpuUsage()`).",
+    "",
+    ...idleSection(g.idle),
+    `### Sockets held by one gateway process: ${number(s.sockets)} sockets, one room of ` +
+      `${s.roomSize} each`,
+    "",
+    `Each socket opens (${number(s.sockets / s.openSeconds)} handshakes/s, ` +
+      `${number(s.openSeconds, 1)} s), then joins its room with state \`{"status":"online"}\` ` +
+      `(${number(s.sockets / s.joinSeconds)} joins/s, ${number(s.joinSeconds, 1)} s), ` +
+      `${number(s.rooms)} rooms. The process is weighed warmed up with no socket, with every ` +
+      "socket open, and with every socket in its room; bytes per socket are the differences ÷ " +
+      "sockets.",
+    "",
+    table(
+      ["bytes", "RSS", "heap used", "external", "array buffers"],
+      [
+        ["per open socket (handshake, session)", ...memoryCells(s.perSocket.open)],
+        ["per join (room feed, subscription, heartbeat entry)", ...memoryCells(s.perSocket.join)],
+        ["**per socket in its room**", ...memoryCells(s.perSocket.total)],
+        ["process, no socket (MB)", ...memoryCells(s.base, MB, 1)],
+        [`process, ${number(s.sockets)} sockets open (MB)`, ...memoryCells(s.opened, MB, 1)],
+        [`process, ${number(s.sockets)} sockets joined (MB)`, ...memoryCells(s.joined, MB, 1)],
+      ],
+    ),
+    "",
+    `Redis for them: MEMORY USAGE of the deployment's keys ${number(s.keysPerSocket)} B per ` +
+      `socket (${number(s.keys)} keys, ${number(s.keysMemoryUsage / MB, 1)} MB); used_memory Δ ` +
+      `${number(s.redisPerSocket)} B per socket (${number(s.redisUsedMemory / MB, 1)} MB: the ` +
+      "keyspace's own entries and the rooms' sharded subscriptions too, and client buffers, " +
+      "which make it noisy for few sockets). The joins' kept replies are deleted first, as in " +
+      "the memory section" +
+      (engine === undefined
+        ? "."
+        : `; the engine alone, memory section (b) (a UUID connection per user, the same ` +
+          `state) in rooms of ${s.roomSize}: MEMORY USAGE ` +
+          `${number(engine.perConnection.memoryUsage)} B, used_memory ` +
+          `${number(engine.perConnection.usedMemory)} B per connection.`),
+    "",
+    `### Fan-out across two gateway instances (µs): frame on instance A → event frame on instance B`,
+    "",
+    `Rooms of 9 before the newcomer (${g.fanout.rooms} rooms: 7 members present through the ` +
+      "engine, a resident socket on A, a watcher socket on B), as the engine's fan-out above. " +
+      "A newcomer's socket on A sends `join`, then `typing`, then `leave`, one frame at a time; " +
+      "the time runs from the send to the arrival of the matching event frame on the watcher's " +
+      "socket (both ends in the bench process, one clock). Baseline: the engine's fan-out in the " +
+      "same run (call on one connection → event on a subscriber's), whose difference is the two " +
+      "gateways' own share (frame parsing, the queue, the subscriber's relay, two WebSocket " +
+      "hops).",
+    "",
+    table(
+      [
+        "event",
+        ...PERCENTILES.map((p) => `gateways ${p}`),
+        "samples",
+        "engine p50",
+        "engine p99",
+        "gateways − engine, p50",
+      ],
+      g.fanout.results.map((f) => {
+        const e = engineFanout(f.event);
+        return [
+          f.event,
+          ...percentileCells(f.us),
+          number(f.us.count),
+          e ? number(e.us.p50) : "—",
+          e ? number(e.us.p99) : "—",
+          e ? number(f.us.p50 - e.us.p50) : "—",
+        ];
+      }),
+    ),
+    "",
+    `### Heartbeat frames one gateway process sustains`,
+    "",
+    `${number(h.sockets)} sockets, each in ${h.roomsPerSocket} rooms (${number(h.rooms)} rooms ` +
+      `of 10), each keeping ${h.inFlight} explicit \`heartbeat\` frames (with a ref) ` +
+      "outstanding: the next goes as an ack comes back. A frame heartbeats every room of its " +
+      `socket (${h.roomsPerSocket} room heartbeats; the frames of one event-loop turn go out ` +
+      "together, one heartbeatMany per bucket). " +
+      `Runs of ${number(h.runs[0]?.seconds ?? 0, 1)} s ` +
+      `after a warm-up: ${h.runs.length}; CPU in ` +
+      "shares of one core over the run (*bench* is the process driving the sockets, on the same " +
+      `host: ${r.meta.cores} cores for the gateway, Redis, the bench and anything else).`,
+    "",
+    table(
+      [
+        "run",
+        "frames/s",
+        "script calls/s",
+        "calls per frame",
+        "gateway CPU",
+        "redis-server CPU",
+        "bench CPU",
+        "host CPU, cores (others)",
+        "gateway CPU µs / frame",
+        "Redis CPU µs / call",
+        "bounded by",
+      ],
+      h.runs.map((run, i) => [
+        `${i + 1}${run === bestRun ? " (best)" : ""}`,
+        number(run.framesPerSec),
+        number(run.callsPerSec),
+        number(run.calls / run.frames, 2),
+        percent(run.gatewayCpu),
+        percent(run.redisCpu),
+        percent(run.benchCpu),
+        `${number(run.hostCpu, 2)} of ${r.meta.cores} (${number(others(run), 2)})`,
+        number((run.gatewayCpu * 1e6) / run.framesPerSec, 1),
+        number((run.redisCpu * 1e6) / run.callsPerSec, 1),
+        gatewayBound(run, r.meta.cores),
+      ]),
+    ),
+    "",
+    direct
+      ? `Baseline: the engine called directly (heartbeat section, best run: ${describe(direct)}) ` +
+        `sustains ${number(direct.opsPerSec)} heartbeats/s; through one gateway process, ` +
+        `${number(roomBeats)} room heartbeats/s ` +
+        `(${ratio(roomBeats / direct.opsPerSec)}) in ${number(bestRun.framesPerSec)} ` +
+        "frames/s."
+      : `Through one gateway process: ${number(roomBeats)} room heartbeats/s in ` +
+        `${number(bestRun.framesPerSec)} frames/s.`,
+    "",
+    "### Script calls per heartbeat a gateway owes",
+    "",
+    `One gateway process with the default options (its own Sweeper included) but a ` +
+      `${number(c.presenceWindowMs / 1000, 1)} s presence window, ${number(c.sockets)} sockets ` +
+      `in ${number(c.rooms)} rooms, one each, heartbeating every room every third of the window ` +
+      `by itself: over ${number(c.seconds, 1)} s Redis ran ${number(c.calls)} EVAL and EVALSHA ` +
+      `calls for ${number(c.heartbeats)} (socket, room) heartbeats: ` +
+      `**${number(c.callsPerHeartbeat, 3)} calls per heartbeat**, every script counted (the ` +
+      `sweeps too); ${number(c.present)} connections present at the end.`,
+  ].join("\n");
+}
+
+/**
+ * Frames/s one gateway process sustained before heartbeats were batched (one script call per
+ * socket and room): the last full run of that code, 2026-11-30, on this kind of machine (2 cores).
+ * Recorded, not measured in this run: the per-call gateway is gone.
+ */
+const FRAMES_BEFORE_BATCHING = 19_023;
+
+function rows({ heartbeats, calls }: GatewayResults): Row[] {
+  const frames = Math.max(...heartbeats.runs.map((run) => run.framesPerSec));
+  return [
+    {
+      name: "gateway heartbeat frames/s per process ≥ 3× before batching (recorded figure)",
+      value: frames / FRAMES_BEFORE_BATCHING,
+      unit: "×",
+      digits: 2,
+      note: `${number(frames)} vs ${number(FRAMES_BEFORE_BATCHING)} frames/s`,
+      target: { op: "≥", limit: 3 },
+    },
+    {
+      name:
+        `a gateway's script calls per (socket, room) heartbeat ≤ 0.1 (${number(calls.sockets)} ` +
+        `sockets in ${number(calls.rooms)} rooms, its own Sweeper included)`,
+      value: calls.callsPerHeartbeat,
+      unit: "",
+      digits: 3,
+      note: `${number(calls.calls)} calls, ${number(calls.heartbeats)} heartbeats`,
+      target: { op: "≤", limit: 0.1, holds: calls.present === calls.sockets },
+    },
+  ];
+}
+
+/** Gateway processes: sockets held, fan-out across two instances, heartbeat frames, calls. */
+export const gateway: Section<GatewayProfile, GatewayResults> = {
+  name: "gateway",
+  profiles: {
+    full: {
+      idle: { sockets: 10_000, opening: 100 },
+      sockets: 5_000,
+      roomSize: 20,
+      opening: 100,
+      fanout: { samples: 1_000, rooms: 20, warmup: 20 },
+      heartbeat: { sockets: 200, roomsPerSocket: 3, inFlight: 2, runMs: 3_000, repeats: 3 },
+      calls: { sockets: 1_600, rooms: 80, presenceWindowMs: 6_000, runMs: 12_000 },
+    },
+    smoke: {
+      idle: { sockets: 300, opening: 50 },
+      sockets: 200,
+      roomSize: 20,
+      opening: 50,
+      fanout: { samples: 30, rooms: 5, warmup: 5 },
+      heartbeat: { sockets: 20, roomsPerSocket: 3, inFlight: 2, runMs: 500, repeats: 1 },
+      calls: { sockets: 160, rooms: 8, presenceWindowMs: 6_000, runMs: 4_000 },
+    },
+  },
+  steps: gatewaySteps,
+  run: benchGateway,
+  report: gatewaySection,
+  rows,
+};

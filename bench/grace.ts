@@ -5,9 +5,10 @@ import { captureHeartbeat, makeSteady, STEADY_HEARTBEAT } from "./ceiling.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { grid, members, STEADY, type Member } from "./population.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import { commandStats, commandsBetween, median, underLoad } from "./stats.js";
+import { number, ratio, table } from "./format.js";
+import type { Row, Section } from "./section.js";
 
 /**
  * The leave grace and room capacity on the heartbeat path, with and without, side by side in one
@@ -89,8 +90,8 @@ export interface GraceResults {
   reload: { rooms: number; roomSize: number; variants: ReloadSummary[] };
 }
 
-export function graceSteps(p: Profile): number {
-  return 3 + p.grace.steady.repeats + 2 * p.grace.paths.phases;
+function graceSteps(p: GraceProfile): number {
+  return 3 + p.steady.repeats + 2 * p.paths.phases;
 }
 
 /** As the ceiling's: one bucket, nobody expires, no heartbeat crosses into a new TTL quarter. */
@@ -100,12 +101,12 @@ const ONE_BUCKET: RollcallOptions = {
   buckets: 1,
 };
 
-export async function benchGrace(
+async function benchGrace(
   lab: Lab,
-  profile: Profile,
+  profile: GraceProfile,
   progress: Progress,
 ): Promise<GraceResults> {
-  const g = profile.grace;
+  const g = profile;
   const steady = await steadyHeartbeats(lab, g, progress);
   const join = await joinPath(lab, g, progress);
   const reload = await reloads(lab, g, progress);
@@ -417,3 +418,168 @@ async function reloads(
     }),
   };
 }
+
+const STEADY_LABEL: Record<SteadyVariant, (g: GraceResults) => string> = {
+  plain: () => "no grace, no capacity",
+  grace: (g) => `leaveGraceMs ${number(g.leaveGraceMs)}`,
+  capacity: (g) => `capacity ${g.capacity}`,
+};
+
+function graceSection(g: GraceResults): string {
+  const st = g.steady;
+  const of = (v: SteadyVariant) => st.summary.find((s) => s.variant === v)!;
+  const join = g.join.variants;
+  const [none, capped, refused] = join;
+  const [plain, graced] = g.reload.variants;
+  const change = (from: number, to: number) =>
+    `${number(from, 2)} → ${number(to, 2)} µs (${ratio(to / from)})`;
+  return [
+    "## Leave grace and room capacity on the heartbeat path",
+    "",
+    "### (a), (b) Steady heartbeats: redis-benchmark, Redis time per call",
+    "",
+    `As the ceiling: ${st.roomSize} rooms of ${st.roomSize} users in a deployment of one ` +
+      `bucket, \`-c ${st.config.clients} -P ${st.config.pipeline} -n ` +
+      `${number(st.config.requests)}\`, the command of a real steady heartbeat captured with ` +
+      "MONITOR in each variant: a deployment with no grace, one with " +
+      `\`leaveGraceMs: ${number(g.leaveGraceMs)}\`, and the first deployment's heartbeat with ` +
+      `\`capacity: ${g.capacity}\`. Interleaved, the order turning each repeat; each run is ` +
+      "checked to run exactly TIME, HMGET, HSET per call. *÷ plain* is the median of each " +
+      "repeat's ratio.",
+    "",
+    table(
+      ["variant", "script µs / call", "÷ plain", "Redis CPU µs / call", "best calls/s"],
+      STEADY_VARIANTS.map((v) => [
+        STEADY_LABEL[v](g),
+        number(of(v).usPerCall, 2),
+        ratio(of(v).ratio),
+        number(of(v).redisCpuUs, 2),
+        number(of(v).bestOpsPerSec),
+      ]),
+    ),
+    "",
+    "```",
+    ...st.commands.map((c) => c.command.map((a) => (a === "" ? '""' : a)).join(" ")),
+    "```",
+    "",
+    "### (c) The join path: a newcomer into a room of " + g.join.roomSize,
+    "",
+    `In each of ${number(g.join.rooms)} rooms of ${g.join.roomSize}, a newcomer's heartbeat ` +
+      "(16 in flight, one auto-pipelined connection), then its leave (not measured); the " +
+      "variants alternate phase by phase. Per call: Redis's time in EVALSHA, redis-server's " +
+      "CPU, events published, writing commands run on presence (HSET, HINCRBY, ZADD, PEXPIRE, " +
+      "…: a join writes the record, the counts, the due entry and the keys' expiry) and calls " +
+      "that kept their reply for a resend (an APPEND and a PEXPIRE of the replay string, not " +
+      "counted as presence writes).",
+    "",
+    table(
+      [
+        "variant",
+        "calls",
+        "script µs / call",
+        "Redis CPU µs / call",
+        "events / call",
+        "writing commands / call",
+        "kept replies / call",
+      ],
+      join.map((v) => [
+        v.variant,
+        number(v.calls),
+        number(v.scriptUs, 2),
+        number(v.redisCpuUs, 2),
+        number(v.events, 2),
+        number(v.writes, 2),
+        number(v.keptReplies, 2),
+      ]),
+    ),
+    "",
+    "### (d) A page reload: the leave, then a new connection",
+    "",
+    `In each of ${number(g.reload.rooms)} rooms of ${g.reload.roomSize}, one user's connection ` +
+      "leaves and a new one of the same user heartbeats (all leaves, then all new connections, " +
+      "well within the grace), in a deployment without a grace and one with " +
+      `\`leaveGraceMs: ${number(g.leaveGraceMs)}\`. Without a grace the room hears a leave and ` +
+      "a join; within it, nothing. Not counted: the record in its grace leaves the room's due " +
+      "entry at the grace's end, so a Sweeper visits the room once then and finds nothing (see " +
+      "the live rooms' cost per visit).",
+    "",
+    table(
+      [
+        "leaveGraceMs",
+        "reloads",
+        "leave µs",
+        "new connection µs",
+        "script µs / reload",
+        "Redis CPU µs / reload",
+        "events / reload",
+      ],
+      g.reload.variants.map((v) => [
+        number(v.leaveGraceMs),
+        number(v.reloads),
+        number(v.leaveUs, 2),
+        number(v.rejoinUs, 2),
+        number(v.scriptUs, 2),
+        number(v.redisCpuUs, 2),
+        number(v.events, 2),
+      ]),
+    ),
+    "",
+    `In one line: a steady heartbeat's script time ${change(of("plain").usPerCall, of("grace").usPerCall)} ` +
+      `with the grace, ${change(of("plain").usPerCall, of("capacity").usPerCall)} with a capacity; ` +
+      `a join ${change(none!.scriptUs, capped!.scriptUs)} with a capacity, and a refusal from a ` +
+      `full room costs ${number(refused!.scriptUs, 2)} µs; a reload ` +
+      `${change(plain!.scriptUs, graced!.scriptUs)} of script time with the grace, publishing ` +
+      `${number(graced!.events)} events instead of ${number(plain!.events)}.`,
+  ].join("\n");
+}
+
+/** No leave/join pair for a reload within the grace; a full room refuses a join whole. */
+function rows(g: GraceResults): Row[] {
+  const [plain, graced] = g.reload.variants;
+  const refused = g.join.variants.find((v) => v.refused)!;
+  return [
+    {
+      name: "a page reload within the leave grace publishes nothing (no leave/join pair)",
+      value: graced!.events,
+      unit: "events per reload",
+      digits: 2,
+      note:
+        `with a ${number(g.leaveGraceMs)} ms grace; ${number(plain!.events, 2)} without; ` +
+        `${number(graced!.reloads)} reloads`,
+      target: { op: "=", limit: 0 },
+    },
+    {
+      name: "a join into a full room writes and publishes nothing (but its kept reply)",
+      value: refused.writes,
+      unit: "writing commands",
+      digits: 2,
+      note:
+        `${number(refused.events, 2)} events per refusal; ${number(refused.calls)} refusals; ` +
+        `${number(refused.keptReplies, 2)} kept replies`,
+      target: { op: "=", limit: 0, holds: refused.events === 0 },
+    },
+  ];
+}
+
+/** The leave grace and room capacity on the heartbeat path, the join path, a reload. */
+export const grace: Section<GraceProfile, GraceResults> = {
+  name: "grace",
+  profiles: {
+    full: {
+      leaveGraceMs: 5_000,
+      capacity: 50,
+      steady: { roomSize: 20, clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
+      paths: { rooms: 500, roomSize: 20, inFlight: 16, phases: 6 },
+    },
+    smoke: {
+      leaveGraceMs: 5_000,
+      capacity: 50,
+      steady: { roomSize: 20, clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
+      paths: { rooms: 50, roomSize: 20, inFlight: 16, phases: 1 },
+    },
+  },
+  steps: graceSteps,
+  run: benchGrace,
+  report: graceSection,
+  rows,
+};

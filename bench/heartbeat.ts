@@ -1,13 +1,22 @@
 import type { Redis } from "ioredis";
 import { Rollcall } from "../src/index.js";
 import { HEARTBEAT_BATCH } from "../src/engine/rollcall.js";
-import { BATCHED, Ceiling, type CeilingResults, type CeilingRun } from "./ceiling.js";
+import {
+  BATCHED,
+  Ceiling,
+  ceilingSection,
+  summarizeCeiling,
+  type CeilingConfig,
+  type CeilingResults,
+  type CeilingRun,
+} from "./ceiling.js";
 import { forEachInFlight, keepBusy } from "./drive.js";
+import { number, percent, percentileCells, PERCENTILES, ratio, table } from "./format.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker } from "../test/kit/naive.js";
 import { members, STEADY, type Member } from "./population.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
+import type { Row, Section } from "./section.js";
 import {
   commandsBetween,
   commandStats,
@@ -103,15 +112,33 @@ export interface HeartbeatResults {
   commands: CommandCount[];
 }
 
-export function heartbeatSteps(p: Profile): number {
+export interface HeartbeatProfile {
+  /** Users already present, one connection each: the steady state heartbeats measure. */
+  population: { rooms: number; usersPerRoom: number };
+  /** Sequential heartbeats per variant, taken in rounds that alternate the variants. */
+  latency: { samples: number; rounds: number; warmup: number };
+  throughput: {
+    /** Heartbeats kept in flight, spread over this many connections (instances). */
+    levels: { inFlight: number; connections: number }[];
+    autoPipelining: boolean[];
+    runMs: number;
+    /** Each configuration runs this many times; the best run counts (noise only slows). */
+    repeats: number;
+  };
+  commands: { heartbeats: number };
+  /** redis-benchmark runs of each script over R rooms of R users, after each throughput repeat. */
+  ceiling: CeilingConfig;
+}
+
+function heartbeatSteps(p: HeartbeatProfile): number {
   const t = p.throughput;
   const throughputSteps = t.repeats * (t.autoPipelining.length * t.levels.length + 1);
   return 2 + p.latency.rounds + throughputSteps + 1;
 }
 
-export async function benchHeartbeat(
+async function benchHeartbeat(
   lab: Lab,
-  profile: Profile,
+  profile: HeartbeatProfile,
   progress: Progress,
 ): Promise<HeartbeatResults> {
   const { rooms, usersPerRoom } = profile.population;
@@ -150,7 +177,7 @@ export async function benchHeartbeat(
 /** Each variant on its own connection; rounds alternate them so drift on the host hits all. */
 async function sequentialLatency(
   lab: Lab,
-  profile: Profile,
+  profile: HeartbeatProfile,
   progress: Progress,
   population: readonly Member[],
 ): Promise<LatencyResult[]> {
@@ -192,7 +219,7 @@ async function sequentialLatency(
  */
 async function throughput(
   lab: Lab,
-  profile: Profile,
+  profile: HeartbeatProfile,
   progress: Progress,
   population: readonly Member[],
   ceiling: Ceiling,
@@ -309,7 +336,7 @@ const SCRIPT_COMMANDS = new Set(["eval", "evalsha", "eval_ro", "evalsha_ro", "fc
  */
 async function commandsPerHeartbeat(
   lab: Lab,
-  profile: Profile,
+  profile: HeartbeatProfile,
   population: readonly Member[],
 ): Promise<CommandCount[]> {
   const heartbeats = Math.min(profile.commands.heartbeats, population.length);
@@ -363,3 +390,269 @@ async function commandsPerHeartbeat(
   }
   return counts;
 }
+
+const LABEL: Record<LatencyResult["variant"], string> = {
+  rollcall: "rollcall (1 EVALSHA)",
+  naive: "baseline (ZSCORE, ZADD, EXPIRE)",
+  multi: "baseline in MULTI/EXEC",
+  [ROUND_TRIP]: "one round trip (PING), for scale",
+};
+
+/**
+ * What held a run back, from who was busy: a process near a whole core, or the host's cores
+ * full (other processes count: the host may be shared), or else neither: each call waited on
+ * its round trip.
+ */
+function boundBy(load: Load, cores: number): string {
+  if (load.redisCpu >= 0.9) return "Redis CPU";
+  if (load.clientCpu >= 0.9) return "client CPU (Node)";
+  if (load.hostCpu >= 0.9 * cores) return "the host's cores";
+  return "round trips";
+}
+
+/** Cores the host kept busy, and how many of them went to processes other than these two. */
+function hostCell(load: Load, cores: number): string {
+  const others = Math.max(0, load.hostCpu - load.redisCpu - load.clientCpu);
+  return `${number(load.hostCpu, 2)} of ${cores} (others ${number(others, 2)})`;
+}
+
+function heartbeatSection(h: HeartbeatResults, cores: number): string {
+  const { rooms, usersPerRoom } = h.population;
+  const configs = [...new Set(h.throughput.map(describe))];
+  const runOf = (variant: Variant, config: string) =>
+    h.throughput
+      .filter((t) => t.variant === variant && describe(t) === config)
+      .reduce((a, b) => (b.opsPerSec > a.opsPerSec ? b : a));
+  return [
+    "## Heartbeat",
+    "",
+    `Steady state: ${number(rooms * usersPerRoom)} users already present in ${number(rooms)} ` +
+      `rooms of ${usersPerRoom}, one connection each; every measured heartbeat is a refresh ` +
+      "(the bench fails if one joins).",
+    "",
+    "### Latency, one sequential client (µs, call to reply)",
+    "",
+    "Each variant has its own connection; rounds alternate the variants so that drift on the " +
+      "host hits them alike. A PING on the same kind of connection shows what one round trip " +
+      "costs here, before any work.",
+    "",
+    table(
+      ["variant", ...PERCENTILES, "samples"],
+      h.latency.map((l) => [LABEL[l.variant], ...percentileCells(l.us), number(l.us.count)]),
+    ),
+    "",
+    "### Throughput (heartbeats/s, best of the repeats)",
+    "",
+    table(
+      ["driven with", ...VARIANTS.map((v) => LABEL[v]), "rollcall ÷ baseline"],
+      configs.map((c) => [
+        c,
+        ...VARIANTS.map((v) => number(runOf(v, c).opsPerSec)),
+        ratio(runOf("rollcall", c).opsPerSec / runOf("naive", c).opsPerSec),
+      ]),
+    ),
+    "",
+    `Ceiling (redis-benchmark, below, best room size): **${number(ceilingOf(h))}** heartbeats/s.`,
+    "",
+    "Who was busy during each variant's best run (share of one core), and so what bounded it: " +
+      "a process near a whole core is the bottleneck, or else the host's cores when they were " +
+      "all busy (*host CPU*: cores busy with every process, the others being anything else " +
+      `running on the host), otherwise each call waited on its round trip. The host has ` +
+      `${cores} cores for redis-server, the bench and anything else.`,
+    "",
+    table(
+      [
+        "variant",
+        "best run",
+        "heartbeats/s",
+        "redis-server CPU",
+        "Redis CPU µs per heartbeat",
+        "bench (Node) CPU",
+        "Node CPU µs per heartbeat",
+        "host CPU, cores",
+        "bounded by",
+      ],
+      VARIANTS.map((v) => {
+        const b = best(h.throughput, v);
+        return [
+          LABEL[v],
+          describe(b),
+          number(b.opsPerSec),
+          percent(b.load.redisCpu),
+          number((b.load.redisCpu * 1e6) / b.opsPerSec, 1),
+          percent(b.load.clientCpu),
+          number((b.load.clientCpu * 1e6) / b.opsPerSec, 1),
+          hostCell(b.load, cores),
+          boundBy(b.load, cores),
+        ];
+      }),
+    ),
+    "",
+    "### Commands per heartbeat (INFO commandstats deltas)",
+    "",
+    table(
+      [
+        "variant",
+        "mode",
+        "sent by the client",
+        "run by Redis",
+        "script µs",
+        "of which commands µs",
+        "commands run",
+      ],
+      h.commands.map((c) => [
+        LABEL[c.variant],
+        c.mode,
+        number(c.sent, 3),
+        number(c.executed, 3),
+        c.scriptUs === null ? "—" : number(c.scriptUs, 1),
+        c.innerUs === null ? "—" : number(c.innerUs, 1),
+        Object.entries(c.byCommand)
+          .map(([name, calls]) => `${name} ${number(calls, 2)}`)
+          .join(", "),
+      ]),
+    ),
+    "",
+    "INFO commandstats also counts each command a script runs, so rollcall's *sent* figure counts " +
+      "EVAL and EVALSHA calls only (each connection's first call, not counted here, loads the " +
+      "script) and the commands its script ran show under *run by Redis*: TIME, one HMGET of the " +
+      "room's meta and the user's record, one HSET of the patched record. The baseline sends everything it runs; its MULTI/EXEC variant sends five " +
+      "commands in one round trip. *script µs* is the time Redis spent in EVALSHA per " +
+      "heartbeat, *of which commands µs* the part spent in the commands the script called; the " +
+      "rest is Lua.",
+  ].join("\n");
+}
+
+/** The best run of a variant over every configuration: its saturated throughput. */
+export function best(
+  runs: readonly ThroughputRun[],
+  variant: ThroughputRun["variant"],
+): ThroughputRun {
+  return runs
+    .filter((r) => r.variant === variant)
+    .reduce((a, b) => (b.opsPerSec > a.opsPerSec ? b : a));
+}
+
+/** rollcall's steady heartbeat under redis-benchmark, the best of every room size. */
+export function ceilingOf(heartbeat: HeartbeatResults): number {
+  const rollcall = heartbeat.ceiling.runs.filter((r) => r.script === "rollcall");
+  return Math.max(...rollcall.map((r) => r.opsPerSec));
+}
+
+/** The steady heartbeat's Redis time against the baseline's work scripted, by room size. */
+const STEADY_LIMIT = (roomSize: number) => (roomSize >= 128 ? 0.5 : 1);
+
+/** The heartbeat's targets: Redis time against the baseline's, throughput, commands sent. */
+function rows(h: HeartbeatResults): Row[] {
+  const latency = (variant: Variant) => h.latency.find((l) => l.variant === variant)!.us.p50;
+  const rollcallP50 = latency("rollcall");
+  const naiveP50 = latency("naive");
+  const rollcall = best(h.throughput, "rollcall").opsPerSec;
+  const naive = best(h.throughput, "naive").opsPerSec;
+  const batched = best(h.throughput, "batched").opsPerSec;
+  const ceiling = ceilingOf(h);
+  const counts = h.commands.filter((c) => c.variant === "rollcall");
+  const summary = summarizeCeiling(h.ceiling);
+  return [
+    ...summary.map((c) => ({
+      name:
+        `steady heartbeat, Redis time per call ≤ ${STEADY_LIMIT(c.roomSize)}× the baseline's ` +
+        `work as one script, ${c.roomSize} rooms of ${c.roomSize}`,
+      value: c.ratio,
+      unit: "×",
+      digits: 2,
+      note: `${number(c.us.rollcall, 2)} µs vs ${number(c.us.naive, 2)} µs`,
+      target: { op: "≤" as const, limit: STEADY_LIMIT(c.roomSize) },
+    })),
+    {
+      name: "saturated throughput ≥ 1.5× the baseline's",
+      value: rollcall / naive,
+      unit: "×",
+      digits: 2,
+      note: `${number(rollcall)} vs ${number(naive)} /s`,
+      target: { op: "≥", limit: 1.5 },
+    },
+    {
+      name: "saturated throughput ≥ 80% of the redis-benchmark ceiling",
+      value: (100 * rollcall) / ceiling,
+      unit: "%",
+      note: `${number(rollcall)} vs ${number(ceiling)} /s`,
+      target: { op: "≥", limit: 80 },
+    },
+    {
+      name: "sequential heartbeat p50 ≤ 0.5× the baseline's",
+      value: rollcallP50 / naiveP50,
+      unit: "×",
+      digits: 2,
+      note: `${rollcallP50} µs vs ${naiveP50} µs`,
+      target: { op: "≤", limit: 0.5 },
+    },
+    {
+      name: "exactly 1.0 command per heartbeat",
+      value: Math.max(...counts.map((c) => c.sent)),
+      unit: "",
+      digits: 3,
+      note: counts.map((c) => `${c.mode}: ${number(c.sent, 3)}`).join(", "),
+      target: { op: "=", limit: 1, holds: counts.every((c) => c.sent === 1) },
+    },
+    ...summary.map((s) => ({
+      name:
+        `batched steady heartbeat, Redis CPU per heartbeat ≤ 0.3× the baseline's work ` +
+        `scripted, rooms of ${number(s.roomSize)}`,
+      value: s.batched.cpuRatio,
+      unit: "×",
+      digits: 2,
+      note: `${number(s.batched.redisCpuUs, 2)} µs vs ${number(s.batched.naiveRedisCpuUs, 2)} µs`,
+      target: { op: "≤" as const, limit: 0.3 },
+    })),
+    {
+      name: "batched throughput ≥ 4× the baseline's",
+      value: batched / naive,
+      unit: "×",
+      digits: 2,
+      note: `${number(batched)} vs ${number(naive)} /s`,
+      target: { op: "≥", limit: 4 },
+    },
+  ];
+}
+
+const FULL: HeartbeatProfile = {
+  population: { rooms: 1_000, usersPerRoom: 10 },
+  latency: { samples: 20_000, rounds: 10, warmup: 500 },
+  throughput: {
+    levels: [
+      { inFlight: 1, connections: 1 },
+      { inFlight: 8, connections: 1 },
+      { inFlight: 64, connections: 1 },
+      { inFlight: 256, connections: 4 },
+    ],
+    autoPipelining: [false, true],
+    runMs: 1_500,
+    repeats: 3,
+  },
+  commands: { heartbeats: 2_000 },
+  ceiling: { roomSizes: [5, 20, 128], clients: 50, pipeline: 16, requests: 200_000 },
+};
+
+/**
+ * Steady heartbeats: latency and throughput against the baseline, commands per heartbeat, and
+ * redis-benchmark's ceiling (the batched heartbeats' figures are reported in "Redis per batch").
+ */
+export const heartbeat: Section<HeartbeatProfile, HeartbeatResults> = {
+  name: "heartbeat",
+  profiles: {
+    full: FULL,
+    smoke: {
+      population: { rooms: 50, usersPerRoom: 10 },
+      latency: { samples: 300, rounds: 3, warmup: 20 },
+      throughput: { ...FULL.throughput, runMs: 100, repeats: 1 },
+      commands: { heartbeats: 100 },
+      ceiling: { roomSizes: [5, 20, 128], clients: 10, pipeline: 16, requests: 5_000 },
+    },
+  },
+  steps: heartbeatSteps,
+  run: benchHeartbeat,
+  report: (h, run) =>
+    [heartbeatSection(h, run.meta.cores), "", ceilingSection(h.ceiling, run.meta.cores)].join("\n"),
+  rows,
+};

@@ -1,13 +1,14 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { Rollcall, Sweeper, type RollcallOptions } from "../src/index.js";
-import { benchmarkScript, loadScript } from "./benchmark.js";
+import { benchmarkScript, loadScript, type BenchmarkConfig } from "./benchmark.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { TIME_ONLY, TIME_ZSCORE } from "./lua.js";
 import { grid, RANDOM, type Member } from "./population.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import { commandStats, median, redisCpuSeconds, resetStats } from "./stats.js";
+import { number, table } from "./format.js";
+import type { Row, Section } from "./section.js";
 
 /**
  * Live rooms have nothing due, but a room's due score is a lower bound that steady heartbeats
@@ -19,6 +20,21 @@ import { commandStats, median, redisCpuSeconds, resetStats } from "./stats.js";
  */
 
 /** One stretch of steady heartbeats, with the Sweeper running or not. */
+/**
+ * Live rooms (nothing due; members beat every `heartbeatMs`, window `presenceWindowMs`): Redis
+ * CPU with a Sweeper and without, in alternating segments of `segmentMs`, `repeats` of each.
+ */
+export interface LiveProfile {
+  roomSizes: number[];
+  connections: number;
+  presenceWindowMs: number;
+  heartbeatMs: number;
+  segmentMs: number;
+  repeats: number;
+  /** redis-benchmark of the alternative (a ZSCORE per heartbeat), runs of each script. */
+  alternative: BenchmarkConfig & { repeats: number };
+}
+
 export interface LiveSegment {
   sweeping: boolean;
   seconds: number;
@@ -76,20 +92,20 @@ export interface LiveResult {
   cheaper: boolean;
 }
 
-export function liveSteps(p: Profile): number {
-  return p.live.roomSizes.length * (2 + 2 * p.live.repeats);
+function liveSteps(p: LiveProfile): number {
+  return p.roomSizes.length * (2 + 2 * p.repeats);
 }
 
 /** Heartbeats are sent every TICK_MS, as many as are due by then. */
 const TICK_MS = 10;
 
-export async function benchLive(
+async function benchLive(
   lab: Lab,
-  profile: Profile,
+  profile: LiveProfile,
   progress: Progress,
 ): Promise<LiveResult[]> {
   const results: LiveResult[] = [];
-  for (const roomSize of profile.live.roomSizes) {
+  for (const roomSize of profile.roomSizes) {
     results.push(await liveRooms(lab, profile, progress, roomSize));
   }
   await lab.flush();
@@ -98,11 +114,11 @@ export async function benchLive(
 
 async function liveRooms(
   lab: Lab,
-  profile: Profile,
+  profile: LiveProfile,
   progress: Progress,
   roomSize: number,
 ): Promise<LiveResult> {
-  const { connections, presenceWindowMs, heartbeatMs, segmentMs, repeats } = profile.live;
+  const { connections, presenceWindowMs, heartbeatMs, segmentMs, repeats } = profile;
   const rooms = Math.max(1, Math.floor(connections / roomSize));
   // One bucket: the due zset holds every room, the one the alternative's ZSCORE would read.
   const options: RollcallOptions = {
@@ -194,14 +210,14 @@ async function liveRooms(
 }
 
 function summarize(
-  profile: Profile,
+  profile: LiveProfile,
   roomSize: number,
   rooms: number,
   connections: number,
   segments: LiveSegment[],
   alternative: LiveAlternative,
 ): LiveResult {
-  const { presenceWindowMs, heartbeatMs } = profile.live;
+  const { presenceWindowMs, heartbeatMs } = profile;
   const total = (sweeping: boolean, field: keyof LiveSegment) =>
     segments.filter((s) => s.sweeping === sweeping).reduce((sum, s) => sum + Number(s[field]), 0);
   const cost = (sweeping: boolean): LiveCost => ({
@@ -240,11 +256,11 @@ function summarize(
  */
 async function benchAlternative(
   lab: Lab,
-  profile: Profile,
+  profile: LiveProfile,
   dueKey: string,
   rooms: number,
 ): Promise<LiveAlternative> {
-  const { repeats, ...config } = profile.live.alternative;
+  const { repeats, ...config } = profile.alternative;
   const time = await loadScript(lab, TIME_ONLY);
   const zscore = await loadScript(lab, TIME_ZSCORE);
   const args = ["1", dueKey, `r${RANDOM}`];
@@ -338,3 +354,121 @@ function shuffled<T>(items: readonly T[]): T[] {
   }
   return copy;
 }
+
+function liveSection(live: LiveResult[]): string {
+  const first = live[0];
+  if (!first) return "";
+  const segments = first.segments.length / 2;
+  return [
+    "## Live rooms: the sweeper's visits against a ZSCORE per heartbeat",
+    "",
+    "A live room has nothing due, but its due score is a lower bound that steady heartbeats do " +
+      "not refresh: the Sweeper visits each live room about once per (window − heartbeat " +
+      "interval), finds nobody expired and writes the room's exact deadline. The cheapest way " +
+      "to keep live rooms out of the sweep would cost every heartbeat one more command: a " +
+      "ZSCORE of the room's due entry (and a rewrite when it nears). Here " +
+      `${number(first.connections)} connections, one per user, beat every ` +
+      `${number(first.heartbeatMs)} ms at scattered phases under a ${number(first.presenceWindowMs)} ms ` +
+      "window (the defaults' 45 s : 15 s ratio) in a deployment of one bucket, in segments of " +
+      `${number(first.segments[0]?.seconds ?? 0, 1)} s without a Sweeper and with one at its ` +
+      `default interval (after a window to settle), ${segments} of each, alternating. Redis CPU ` +
+      "is redis-server's used_cpu Δ over a segment ÷ its heartbeats; the sweeper's share is the " +
+      "difference. The alternative is measured with redis-benchmark: (TIME + ZSCORE of a random " +
+      "room in the due zset of that many rooms) − (TIME only), median of paired runs.",
+    "",
+    table(
+      [
+        "room size",
+        "rooms",
+        "heartbeats/s",
+        "Redis CPU µs / heartbeat, no sweeper",
+        "with a sweeper",
+        "sweeper's share",
+        "sweeper's script µs / heartbeat",
+        "visits per room per window",
+        "Redis CPU µs per visit",
+        "ZSCORE per heartbeat µs",
+        "sweeping is cheaper",
+      ],
+      live.map((l) => {
+        const measured = l.segments.filter((s) => s.sweeping);
+        const heartbeats = measured.reduce((sum, s) => sum + s.heartbeats, 0);
+        const seconds = measured.reduce((sum, s) => sum + s.seconds, 0);
+        return [
+          number(l.roomSize),
+          number(l.rooms),
+          number(heartbeats / seconds),
+          number(l.without.redisCpuUs, 2),
+          number(l.with.redisCpuUs, 2),
+          number(l.sweepUs, 2),
+          number(l.sweepScriptUs, 2),
+          number(l.visitsPerRoomPerWindow, 2),
+          number(l.visitUs, 1),
+          `${number(l.alternative.extraUs, 2)} (${number(l.alternative.zscoreUs, 2)} − ${number(l.alternative.timeUs, 2)})`,
+          l.cheaper ? "yes" : "**no**",
+        ];
+      }),
+    ),
+    "",
+    "*sweeper's script µs* is the Sweeper's time in its scripts per heartbeat (EVALSHA time " +
+      "with a sweeper, less its heartbeats at the time per call without one), a second " +
+      "estimate of its share that leaves out I/O. Segments:",
+    "",
+    table(
+      ["room size", "sweeper", "s", "heartbeats", "Redis CPU µs / heartbeat", "passes", "visits"],
+      live.flatMap((l) =>
+        l.segments.map((s) => [
+          number(l.roomSize),
+          s.sweeping ? "yes" : "no",
+          number(s.seconds, 1),
+          number(s.heartbeats),
+          number((s.redisCpuSeconds * 1e6) / s.heartbeats, 2),
+          number(s.passes),
+          number(s.visits),
+        ]),
+      ),
+    ),
+  ].join("\n");
+}
+
+// 3 000 : 1 000 ms, the defaults' 45 s : 15 s ratio, so a run sees several windows.
+/** Live rooms: what the Sweeper's visits cost against a ZSCORE per heartbeat. */
+export const live: Section<LiveProfile, LiveResult[]> = {
+  name: "live",
+  profiles: {
+    full: {
+      roomSizes: [5, 20],
+      connections: 10_000,
+      presenceWindowMs: 3_000,
+      heartbeatMs: 1_000,
+      segmentMs: 5_000,
+      repeats: 2,
+      alternative: { clients: 50, pipeline: 16, requests: 200_000, repeats: 3 },
+    },
+    smoke: {
+      roomSizes: [5, 20],
+      connections: 500,
+      presenceWindowMs: 1_500,
+      heartbeatMs: 500,
+      segmentMs: 1_000,
+      repeats: 1,
+      alternative: { clients: 10, pipeline: 16, requests: 5_000, repeats: 1 },
+    },
+  },
+  steps: liveSteps,
+  run: benchLive,
+  report: liveSection,
+  rows: (results) =>
+    results.map((l): Row => ({
+      name:
+        `live rooms of ${l.roomSize}: sweeping them costs less Redis CPU than a ZSCORE ` +
+        `per heartbeat`,
+      value: l.sweepUs,
+      unit: "µs per heartbeat",
+      digits: 2,
+      note:
+        `vs ${number(l.alternative.extraUs, 2)} µs; ` +
+        `${number(l.visitsPerRoomPerWindow, 2)} visits per room per window`,
+      target: { op: "<", limit: l.alternative.extraUs },
+    })),
+};

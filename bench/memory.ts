@@ -5,9 +5,10 @@ import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker } from "../test/kit/naive.js";
 import { members, STEADY, type Member } from "./population.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
 import { info } from "./stats.js";
+import { number, ratio, table } from "./format.js";
+import type { Row, Section } from "./section.js";
 
 /**
  * The populations weighed: (a) the baseline's case, (b) a realistic client (a UUID per
@@ -80,13 +81,20 @@ export interface ReplayCost {
   entryBytes: number;
 }
 
+/** Users per cell (past the compact encodings), and joins whose kept replies are weighed. */
+export interface MemoryProfile {
+  users: number;
+  roomSizes: number[];
+  replayJoins: number;
+}
+
 export interface MemoryResults {
   rows: MemoryRow[];
   replay: ReplayCost;
 }
 
-export function memorySteps(p: Profile): number {
-  return p.memory.roomSizes.length * (MEMORY_VARIANTS.length + 2) + 1;
+function memorySteps(p: MemoryProfile): number {
+  return p.roomSizes.length * (MEMORY_VARIANTS.length + 2) + 1;
 }
 
 /**
@@ -94,12 +102,12 @@ export function memorySteps(p: Profile): number {
  * the baseline's. Each cell starts on an empty Redis; the replies the joins kept are deleted before
  * weighing (they expire within the replay window), and weighed apart.
  */
-export async function benchMemory(
+async function benchMemory(
   lab: Lab,
-  profile: Profile,
+  profile: MemoryProfile,
   progress: Progress,
 ): Promise<MemoryResults> {
-  const { users, roomSizes, replayJoins } = profile.memory;
+  const { users, roomSizes, replayJoins } = profile;
   const rows: MemoryRow[] = [];
   for (const roomSize of roomSizes) {
     // Whole rooms holding at least `users` users: past the encodings' thresholds at every size.
@@ -296,3 +304,159 @@ export function kindOf(key: string): string {
 async function usedMemory(lab: Lab): Promise<number> {
   return Number((await info(lab.admin, "memory")).get("used_memory"));
 }
+
+const VARIANT_LABEL: Record<VariantName, string> = {
+  a: "(a) 1 short-id connection per user, no state",
+  b: '(b) 1 UUID connection per user, state {"status":"online"}',
+  c: "(c) 2 short-id connections per user, no state",
+  d: "(d) 2 UUID connections per user, the same state",
+};
+
+function memorySection({ rows, replay }: MemoryResults): string {
+  const cellOf = (row: MemoryRow, v: VariantName) => row.cells.find((c) => c.variant === v)!;
+  const byVariant = (cell: (c: MemoryCell, row: MemoryRow) => string) =>
+    rows.map((row) => [
+      number(row.roomSize),
+      ...MEMORY_VARIANTS.map((v) => cell(cellOf(row, v.name), row)),
+    ]);
+  const header = (first: string) => [first, ...MEMORY_VARIANTS.map((v) => VARIANT_LABEL[v.name])];
+  const kinds = [
+    ...new Set(rows.flatMap((row) => row.cells.flatMap((c) => Object.keys(c.footprint.byKind)))),
+  ].sort();
+  const kept = replay.usedMemory;
+  return [
+    "## Memory: bytes per connection and per user",
+    "",
+    `Full rooms, at least ${number(Math.min(...rows.map((row) => row.users)))} users per cell ` +
+      "(whole rooms; connections in the targets), each cell on an emptied Redis. " +
+      "The baseline's layout (a sorted set per room, user → time) has one member per user and no " +
+      "state, so it is compared per connection (its member standing for the connection) and per " +
+      "user. *MEMORY USAGE*: the sum over every key (SAMPLES 0: every element), values and key " +
+      "names. *used_memory Δ*: the growth of INFO used_memory, which adds the keyspace's own " +
+      "entries, expiry entries and the allocator's rounding. Replies kept for resends are " +
+      "deleted before weighing (they last the replay window; weighed below).",
+    "",
+    "### MEMORY USAGE per connection (× the baseline's per member)",
+    "",
+    table(
+      [...header("room size"), "baseline"],
+      byVariant(
+        (c) => `${number(c.perConnection.memoryUsage)} (${ratio(c.ratio.perConnection)})`,
+      ).map((cells, i) => [...cells, number(rows[i]!.naive.perUser.memoryUsage)]),
+    ),
+    "",
+    "### Right after a storm of joins",
+    "",
+    "Everyone joins at once with the default options (connection `c1`, no state) and every key " +
+      "is weighed at once, the replies the joins kept for resends included.",
+    "",
+    table(
+      ["room size", "connections", "MEMORY USAGE per connection", "baseline", "× baseline"],
+      rows.map((row) => [
+        number(row.roomSize),
+        number(row.users),
+        number(row.storm.perConnection.memoryUsage),
+        number(row.naive.perUser.memoryUsage),
+        ratio(row.storm.ratio),
+      ]),
+    ),
+    "",
+    "### MEMORY USAGE per user (× the baseline's)",
+    "",
+    table(
+      [...header("room size"), "baseline"],
+      byVariant((c) => `${number(c.perUser.memoryUsage)} (${ratio(c.ratio.perUser)})`).map(
+        (cells, i) => [...cells, number(rows[i]!.naive.perUser.memoryUsage)],
+      ),
+    ),
+    "",
+    "### used_memory Δ per connection, per user",
+    "",
+    table(
+      [...header("room size"), "baseline"],
+      byVariant(
+        (c, row) =>
+          `${number(c.perConnection.usedMemory)}, ${number(c.perUser.usedMemory)} ` +
+          `(${ratio(c.perUser.usedMemory / row.naive.perUser.usedMemory)} per user)`,
+      ).map((cells, i) => [...cells, number(rows[i]!.naive.perUser.usedMemory)]),
+    ),
+    "",
+    "### rollcall's MEMORY USAGE per connection by kind of key",
+    "",
+    "`u` the room hashes (user → packed record), `z` the index of rooms over 128 members, `due` " +
+      "the buckets' room → deadline zsets, `seq` the buckets' counters, `deployment` the " +
+      "settings; keys per cell in the last column.",
+    "",
+    table(
+      ["room size", "variant", ...kinds, "keys"],
+      rows.flatMap((row) =>
+        row.cells.map((c) => [
+          number(row.roomSize),
+          c.variant,
+          ...kinds.map((k) => number((c.footprint.byKind[k] ?? 0) / c.connections, 1)),
+          number(c.footprint.keys),
+        ]),
+      ),
+    ),
+    "",
+    "### Kept replies (transient)",
+    "",
+    `A call that changed something keeps its reply for the replay window ` +
+      `(${number(replay.replayWindowMs / 1000)} s by default), so that a resend gets it again: ` +
+      `${number(replay.entryBytes)} bytes appended to one string per bucket and generation of an ` +
+      `instance's calls (after a 2-byte header: the highest call number kept in it). Over ${number(replay.joins)} joins: ${number(replay.keys)} strings, ` +
+      `MEMORY USAGE ${number(replay.memoryUsage, 1)} B per reply, used_memory ` +
+      `${number(kept, 1)} B per reply. A deployment holds about bytes × transitions/s × replay ` +
+      "window of them: at 1,000 joins, leaves, typing and state changes a second, " +
+      `${number((kept * 1_000 * replay.replayWindowMs) / 1000 / 1e6, 1)} MB.`,
+  ].join("\n");
+}
+
+/** Bytes per connection against the baseline's, steady and right after a storm of joins. */
+function rows({ rows }: MemoryResults): Row[] {
+  const limits = [
+    { variant: "a", limit: 2, what: "one short-id connection per user, no state" },
+    { variant: "b", limit: 3, what: 'one UUID connection per user, state {"status":"online"}' },
+  ] as const;
+  const steady = limits.flatMap(({ variant, limit, what }) =>
+    rows.map((row): Row => {
+      const cell = row.cells.find((c) => c.variant === variant)!;
+      return {
+        name:
+          `memory (${variant}), ${what}, rooms of ${number(row.roomSize)}: ` +
+          `≤ ${limit}× the baseline's bytes per connection`,
+        value: cell.ratio.perConnection,
+        unit: "×",
+        digits: 2,
+        note:
+          `${number(cell.perConnection.memoryUsage)} B vs ` +
+          `${number(row.naive.perUser.memoryUsage)} B, ${number(cell.connections)} connections`,
+        target: { op: "≤", limit },
+      };
+    }),
+  );
+  const storms = rows.map((row): Row => ({
+    name:
+      `memory right after a storm of joins (default options, replies kept), rooms of ` +
+      `${number(row.roomSize)}: ≤ 2.5× the baseline's bytes per connection`,
+    value: row.storm.ratio,
+    unit: "×",
+    digits: 2,
+    note: `${number(row.storm.perConnection.memoryUsage)} B vs ${number(row.naive.perUser.memoryUsage)} B`,
+    target: { op: "≤", limit: 2.5 },
+  }));
+  return [...steady, ...storms];
+}
+
+/** Bytes per connection and per user in rollcall's layout and the baseline's, and kept replies. */
+export const memory: Section<MemoryProfile, MemoryResults> = {
+  name: "memory",
+  profiles: {
+    full: { users: 20_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 10_000 },
+    smoke: { users: 1_000, roomSizes: [5, 20, 128, 1_000], replayJoins: 1_000 },
+  },
+  steps: memorySteps,
+  run: benchMemory,
+  report: memorySection,
+  rows,
+};

@@ -6,10 +6,17 @@ import { forEachInFlight } from "./drive.js";
 import { number, percentileCells, PERCENTILES, ratio, table } from "./format.js";
 import type { Lab } from "./lab.js";
 import { members, STEADY } from "./population.js";
-import type { Profile } from "./profile.js";
 import type { Progress } from "./progress.js";
-import type { Results } from "./report.js";
+import type { Row, Section } from "./section.js";
 import { histogram, micros, percentiles, serverLatency, type Percentiles } from "./stats.js";
+
+/** Full roster reads of rooms of each size; roster() beside ZRANGE of `compareMembers`. */
+export interface RosterProfile {
+  roomSizes: number[];
+  reads: number;
+  compareMembers: number;
+  samples: number;
+}
 
 export interface RosterRow {
   roomSize: number;
@@ -39,17 +46,17 @@ export interface RosterResults {
   compare: { members: number; roster: Percentiles; zrange: Percentiles };
 }
 
-export function rosterSteps(p: Profile): number {
-  return p.roster.roomSizes.length + 2;
+function rosterSteps(p: RosterProfile): number {
+  return p.roomSizes.length + 2;
 }
 
 /** What reading a roster costs Redis and the client, by room size, and beside a ZRANGE. */
-export async function benchRoster(
+async function benchRoster(
   lab: Lab,
-  profile: Profile,
+  profile: RosterProfile,
   progress: Progress,
 ): Promise<RosterResults> {
-  const { roomSizes, reads, compareMembers, samples } = profile.roster;
+  const { roomSizes, reads, compareMembers, samples } = profile;
   await lab.flush();
   const client = lab.connect();
   const rollcall = new Rollcall(client, STEADY);
@@ -163,8 +170,7 @@ async function fill(rollcall: Rollcall, name: string, size: number): Promise<str
   return population[0]!.room;
 }
 
-export function rosterSection(r: Results): string {
-  const { rows, compare } = r.roster;
+function rosterSection({ rows, compare }: RosterResults): string {
   return [
     "## Roster reads",
     "",
@@ -212,3 +218,60 @@ export function rosterSection(r: Results): string {
       `(${ratio(compare.roster.p50 / compare.zrange.p50)}).`,
   ].join("\n");
 }
+
+/** Rooms from this size on are held to the roster's per-member target. */
+const PER_MEMBER_FROM = 200;
+
+function targets({ rows, compare }: RosterResults): Row[] {
+  const worst = rows.reduce((a, b) => (b.worstCallUs > a.worstCallUs ? b : a));
+  return [
+    // A room of a few dozen costs what any call costs (its fixed part, a column of its own):
+    // the per-member target is for the rooms whose members dominate.
+    ...rows
+      .filter((row) => row.roomSize >= PER_MEMBER_FROM)
+      .map((row): Row => ({
+        name: `roster, Redis time per listed member ≤ 0.3 µs, a room of ${number(row.roomSize)}`,
+        value: row.redisUsPerMember,
+        unit: "µs",
+        digits: 3,
+        note: `client ${number(row.clientUsPerMember, 2)} µs per member`,
+        target: { op: "≤", limit: 0.3 },
+      })),
+    ...rows.map((row): Row => ({
+      name: `roster, the client's decode ≤ 1 µs per member, a room of ${number(row.roomSize)}`,
+      value: row.decodeUsPerMember,
+      unit: "µs per member",
+      digits: 2,
+      note: `the whole call ${number(row.clientUsPerMember, 2)} µs of client CPU per member`,
+      target: { op: "≤", limit: 1 },
+    })),
+    {
+      name: "roster, no single call above 1 ms of Redis time (pages)",
+      value: worst.worstCallUs,
+      unit: "µs",
+      note: `worst, a room of ${number(worst.roomSize)}`,
+      target: { op: "≤", limit: 1_000 },
+    },
+    {
+      name: `roster() of ${number(compare.members)} members ≤ 1.5× the p50 of a ZRANGE of as many`,
+      value: compare.roster.p50 / compare.zrange.p50,
+      unit: "×",
+      digits: 2,
+      note: `${number(compare.roster.p50)} µs vs ${number(compare.zrange.p50)} µs`,
+      target: { op: "≤", limit: 1.5 },
+    },
+  ];
+}
+
+/** Full roster reads by room size, and roster() beside a ZRANGE. */
+export const rosterReads: Section<RosterProfile, RosterResults> = {
+  name: "roster",
+  profiles: {
+    full: { roomSizes: [20, 200, 1_000, 10_000], reads: 50, compareMembers: 200, samples: 2_000 },
+    smoke: { roomSizes: [20, 200, 1_000, 2_500], reads: 3, compareMembers: 200, samples: 50 },
+  },
+  steps: rosterSteps,
+  run: benchRoster,
+  report: rosterSection,
+  rows: targets,
+};

@@ -9,6 +9,7 @@ import { number, ratio, table } from "./format.js";
 import { padded } from "./population.js";
 import type { Progress } from "./progress.js";
 import { commandStats, resetStats } from "./stats.js";
+import type { Row, Section } from "./section.js";
 
 /**
  * What each script costs Redis on the path a call takes, beside what its definitions alone cost
@@ -91,11 +92,11 @@ async function scriptUs(lab: Lab, lua: string, calls: readonly string[][]): Prom
   return usPerCall(lab);
 }
 
-export function scriptsSteps(profile: ScriptsProfile): number {
+function scriptsSteps(profile: ScriptsProfile): number {
   return profile.roomSizes.length;
 }
 
-export async function benchScripts(
+async function benchScripts(
   lab: Lab,
   profile: ScriptsProfile,
   progress: Progress,
@@ -197,7 +198,7 @@ async function roomsOf(lab: Lab, rooms: number, roomSize: number): Promise<Scrip
   return costs;
 }
 
-export function scriptsSection(s: ScriptsResults): string {
+function scriptsSection(s: ScriptsResults): string {
   return [
     "## What each script costs on its path",
     "",
@@ -222,3 +223,32 @@ export function scriptsSection(s: ScriptsResults): string {
     ),
   ].join("\n");
 }
+
+/** Each script's Redis time on its paths, beside its definitions alone and the baseline's. */
+export const scripts: Section<ScriptsProfile, ScriptsResults> = {
+  name: "scripts",
+  profiles: {
+    full: { roomSizes: [5, 20], rooms: 2_000 },
+    smoke: { roomSizes: [5, 20], rooms: 30 },
+  },
+  steps: scriptsSteps,
+  run: benchScripts,
+  report: scriptsSection,
+  rows: (s) =>
+    s.costs.flatMap((c): Row[] =>
+      c.naiveUs === null
+        ? []
+        : [
+            {
+              name:
+                `${c.script} (${c.path}), Redis time per call ≤ the baseline's equivalent as ` +
+                `one script, rooms of ${number(c.roomSize)}`,
+              value: c.us / c.naiveUs,
+              unit: "×",
+              digits: 2,
+              note: `${number(c.us, 2)} µs vs ${number(c.naiveUs, 2)} µs`,
+              target: { op: "≤", limit: 1 },
+            },
+          ],
+    ),
+};

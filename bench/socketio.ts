@@ -7,6 +7,7 @@ import { connectIo, spawnIo, type IoClient, type IoProcess } from "../test/kit/s
 import { number, table } from "./format.js";
 import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
+import type { Section } from "./section.js";
 import { histogram, percentiles, type Percentiles } from "./stats.js";
 import type { Measure, Measured } from "./socketioServer.js";
 
@@ -20,7 +21,7 @@ export interface SocketIoProfile {
   stalledSamples: number;
 }
 
-export const SOCKETIO_FULL: SocketIoProfile = {
+const SOCKETIO_FULL: SocketIoProfile = {
   name: "full",
   instances: [2, 4],
   clients: 200,
@@ -28,7 +29,7 @@ export const SOCKETIO_FULL: SocketIoProfile = {
   stalledSamples: 4,
 };
 
-export const SOCKETIO_SMOKE: SocketIoProfile = {
+const SOCKETIO_SMOKE: SocketIoProfile = {
   name: "smoke",
   instances: [2],
   clients: 20,
@@ -59,7 +60,7 @@ export interface SocketIoResults {
 const SERVER = fileURLToPath(new URL("./socketioServer.ts", import.meta.url));
 const ROOM = "room";
 
-export function socketIoSteps(profile: SocketIoProfile): number {
+function socketIoSteps(profile: SocketIoProfile): number {
   return profile.instances.length * 2;
 }
 
@@ -100,7 +101,7 @@ function run(instances: number, stalled: boolean, measured: Measured): SocketIoR
   };
 }
 
-export async function benchSocketIo(
+async function benchSocketIo(
   lab: Lab,
   profile: SocketIoProfile,
   progress: Progress,
@@ -146,7 +147,7 @@ export async function benchSocketIo(
 
 const ms = (p: Percentiles | null, key: "p50" | "p99") => (p ? number(p[key] / 1000, 2) : "—");
 
-export function socketIoMarkdown(results: SocketIoResults): string {
+function socketIoMarkdown(results: SocketIoResults): string {
   const { profile, runs } = results;
   const rows = runs.map((r) => [
     r.instances,
@@ -188,3 +189,13 @@ export function socketIoMarkdown(results: SocketIoResults): string {
     "",
   ].join("\n");
 }
+
+/** A room's roster on Socket.IO: fetchSockets() against rollcall; run alone (`--only socket.io`). */
+export const socketIo: Section<SocketIoProfile, SocketIoResults> = {
+  name: "socket.io",
+  alone: true,
+  profiles: { full: SOCKETIO_FULL, smoke: SOCKETIO_SMOKE },
+  steps: socketIoSteps,
+  run: benchSocketIo,
+  report: socketIoMarkdown,
+};

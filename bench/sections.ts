@@ -1,0 +1,34 @@
+import { bigRooms } from "./bigRooms.js";
+import { counts } from "./counts.js";
+import { eventLog } from "./eventLog.js";
+import { fanout } from "./fanout.js";
+import { gateway } from "./gateway.js";
+import { grace } from "./grace.js";
+import { heartbeat } from "./heartbeat.js";
+import { live } from "./live.js";
+import { memory } from "./memory.js";
+import { rosterReads } from "./roster.js";
+import { scripts } from "./scripts.js";
+import type { Section } from "./section.js";
+import { socketIo } from "./socketio.js";
+import { sweep } from "./sweep.js";
+
+/**
+ * Every section, in the order a run takes them and its report shows them. A section's report may
+ * use the results of the sections before it. A new section is one file, added here.
+ */
+export const SECTIONS: readonly Section[] = [
+  heartbeat,
+  fanout,
+  gateway,
+  sweep,
+  live,
+  memory,
+  eventLog,
+  grace,
+  counts,
+  rosterReads,
+  scripts,
+  bigRooms,
+  socketIo,
+];
