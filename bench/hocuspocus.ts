@@ -1,19 +1,15 @@
 // How long a SIGKILLed Hocuspocus instance's user stays visible on the other instance, in real
 // time (no test clock): with @hocuspocus/extension-redis alone (its cursor goes at the awareness
 // timeout) and with rollcall/hocuspocus beside it (the recommended 10 s window and 2 s grace,
-// default heartbeat and sweep on the survivor). One run of each, printed and saved to
-// bench/results/hocuspocus.md/.json.
-//   npx tsx bench/hocuspocus.ts
-import { mkdir, writeFile } from "node:fs/promises";
+// default heartbeat and sweep on the survivor). One run of each, alone:
+//   npx tsx bench/main.ts --only hocuspocus
 import { Redis as RedisRelay } from "@hocuspocus/extension-redis";
 import { Server } from "@hocuspocus/server";
-import { startEmbeddedRedis } from "../src/embedded.js";
 import { provider, spawnInstance, startInstance } from "../test/kit/hocuspocus.js";
 import { eventually } from "../test/kit/wait.js";
+import type { Section } from "./section.js";
 
-const RESULTS = new URL("./results/", import.meta.url);
-
-interface Run {
+interface Crash {
   /** SIGKILL to the survivor's provider no longer holding the user's awareness state. */
   awarenessGoneMs: number;
   /** SIGKILL to the survivor's `leave` event (rollcall only). */
@@ -37,7 +33,7 @@ async function survivor(url: string, withRollcall: boolean) {
   return { url: `ws://127.0.0.1:${server.address.port}`, stop: () => server.destroy() };
 }
 
-async function crash(redisUrl: string, withRollcall: boolean): Promise<Run> {
+async function crash(redisUrl: string, withRollcall: boolean): Promise<Crash> {
   const a = await survivor(redisUrl, withRollcall);
   const b = await spawnInstance(redisUrl);
   const doc = withRollcall ? "with-rollcall" : "relay-only";
@@ -75,28 +71,36 @@ async function crash(redisUrl: string, withRollcall: boolean): Promise<Run> {
   };
 }
 
-const redis = await startEmbeddedRedis();
-try {
-  const relayOnly = await crash(redis.url, false);
-  const withRollcall = await crash(redis.url, true);
-  const seconds = (ms: number | null) => (ms === null ? "—" : `${(ms / 1_000).toFixed(1)} s`);
-  const report = [
-    `# Hocuspocus: a SIGKILLed instance's user, seen from the survivor (${new Date().toISOString()})`,
-    "",
-    `Node ${process.version}, @hocuspocus/server 3.4, one run each. Run: \`npx tsx bench/hocuspocus.ts\`.`,
-    "",
-    "| survivor runs | kill → cursor gone at the survivor's provider | kill → `leave` | leaves |",
-    "| --- | --- | --- | --- |",
-    `| extension-redis alone | ${seconds(relayOnly.awarenessGoneMs)} | never | — |`,
-    `| extension-redis + rollcall/hocuspocus (10 s window, 2 s grace) | ${seconds(withRollcall.awarenessGoneMs)} | ${seconds(withRollcall.leaveMs)} | ${withRollcall.leaves} |`,
-    "",
-  ].join("\n");
-  console.log(report);
-  await mkdir(RESULTS, { recursive: true });
-  await writeFile(new URL("hocuspocus.md", RESULTS), report);
-  const json = JSON.stringify({ relayOnly, withRollcall }, null, 2);
-  await writeFile(new URL("hocuspocus.json", RESULTS), json + "\n");
-} finally {
-  await redis.stop();
+interface HocuspocusResults {
+  relayOnly: Crash;
+  withRollcall: Crash;
 }
-process.exit(0);
+
+const seconds = (ms: number | null) => (ms === null ? "—" : `${(ms / 1_000).toFixed(1)} s`);
+
+/** A SIGKILLed Hocuspocus instance's user, seen from the survivor; one run each, alone. */
+export const hocuspocus: Section<null, HocuspocusResults> = {
+  name: "hocuspocus",
+  alone: true,
+  profiles: { full: null, smoke: null },
+  steps: () => 2,
+  run: async (lab, _, progress) => ({
+    relayOnly: await progress.step("hocuspocus: extension-redis alone", () =>
+      crash(lab.url, false),
+    ),
+    withRollcall: await progress.step("hocuspocus: with rollcall/hocuspocus", () =>
+      crash(lab.url, true),
+    ),
+  }),
+  report: ({ relayOnly, withRollcall }) =>
+    [
+      "## Hocuspocus: a SIGKILLed instance's user, seen from the survivor",
+      "",
+      "@hocuspocus/server 3.4, one run each.",
+      "",
+      "| survivor runs | kill → cursor gone at the survivor's provider | kill → `leave` | leaves |",
+      "| --- | --- | --- | --- |",
+      `| extension-redis alone | ${seconds(relayOnly.awarenessGoneMs)} | never | — |`,
+      `| extension-redis + rollcall/hocuspocus (10 s window, 2 s grace) | ${seconds(withRollcall.awarenessGoneMs)} | ${seconds(withRollcall.leaveMs)} | ${withRollcall.leaves} |`,
+    ].join("\n"),
+};

@@ -60,14 +60,17 @@ async function run(
   const progress = new Progress(sections.reduce((n, s) => n + s.steps(s.profiles[profile]), 0));
   const started = performance.now();
   const results: Record<string, unknown> = {};
+  const seconds: Record<string, number> = {};
   try {
     await lab.checkEmpty();
     const server = await info(lab.admin, "server");
     for (const section of sections) {
+      const start = performance.now();
       results[section.name] = await section.run(lab, section.profiles[profile], progress);
       await lab.flush();
+      seconds[section.name] = Math.round((performance.now() - start) / 1000);
     }
-    return { meta: meta(profile, server, embedded, started), results };
+    return { meta: { ...meta(profile, server, embedded, started), sections: seconds }, results };
   } finally {
     progress.stop();
   }
@@ -78,7 +81,7 @@ function meta(
   server: Map<string, string>,
   embedded: boolean,
   started: number,
-): Meta {
+): Omit<Meta, "sections"> {
   return {
     date: new Date().toISOString(),
     profile,

@@ -9,6 +9,12 @@ export function headline(m: Meta): string {
   );
 }
 
+/** Where a whole run's time went: the budget is about 15 minutes on a 2-core VM. */
+function timings({ sections }: Meta): string {
+  const each = Object.entries(sections).map(([name, s]) => `${name} ${number(s)}`);
+  return `Seconds per section: ${each.join(" · ")}.`;
+}
+
 /** A row's figure as the Targets table shows it: value, unit, then where it came from. */
 export function measured({ value, unit, digits = 0, note }: Row): string {
   const joined = unit === "×" || unit === "%" || unit === "" ? unit : ` ${unit}`;
@@ -49,7 +55,7 @@ export function markdown(
         `The ${only} section of the bench, run by itself (\`npx tsx bench/main.ts --only ` +
           `${only}${smoke}\`): the figures of other sections it compares with are left out.`,
       ]
-    : ["# rollcall benchmarks", "", headline(run.meta), "", WHOLE_RUN];
+    : ["# rollcall benchmarks", "", headline(run.meta), "", WHOLE_RUN, "", timings(run.meta)];
   const targets = rows.some((row) => row.target) ? ["", "## Targets", "", targetsTable(rows)] : [];
   return [
     ...intro,

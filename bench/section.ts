@@ -21,6 +21,8 @@ export interface Meta {
   cpu: string;
   platform: string;
   seconds: number;
+  /** Each section's share of `seconds`, in the order run. */
+  sections: Record<string, number>;
 }
 
 /** A run so far: its facts, and the result of each section already run, under its name. */

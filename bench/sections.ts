@@ -5,6 +5,7 @@ import { fanout } from "./fanout.js";
 import { gateway } from "./gateway.js";
 import { grace } from "./grace.js";
 import { heartbeat } from "./heartbeat.js";
+import { hocuspocus } from "./hocuspocus.js";
 import { live } from "./live.js";
 import { memory } from "./memory.js";
 import { rosterReads } from "./roster.js";
@@ -31,4 +32,5 @@ export const SECTIONS: readonly Section[] = [
   scripts,
   bigRooms,
   socketIo,
+  hocuspocus,
 ];
