@@ -57,7 +57,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   private readonly sessionHost: SessionHost;
   private readonly keepClaims: boolean;
   private readonly wss: WebSocketServer;
-  private readonly sessions = new Map<Session, Admitted>();
+  /** Every open socket's session, and the address it counts against (if capped). */
+  private readonly sessions = new Map<Session, string | undefined>();
   private readonly pinger: NodeJS.Timeout;
   private readonly closing = new Set<Promise<void>>();
   private server: Server | undefined;
@@ -233,7 +234,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       } finally {
         this.admission.opened();
         // ws answered 400 itself (a bad key or version): the socket never opened.
-        if (!opened) this.admission.release(admitted);
+        if (!opened) this.admission.release(admitted.identity.user, admitted.address);
       }
     } catch (error) {
       this.report(error);
@@ -280,17 +281,19 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   private open(ws: WebSocket, admitted: Admitted): void {
+    // The session keeps what it needs of the admission: the request's full identity (claims and
+    // all) goes with it.
     const session = new Session(this.sessionHost, ws, this.kept(admitted.identity), admitted.rate);
-    this.sessions.set(session, admitted);
+    this.sessions.set(session, admitted.address);
     this.rollcall.metrics.add("rollcall.gateway.sockets", 1, {}, true);
     session.open();
   }
 
   private end(session: Session): Promise<void> {
-    const admitted = this.sessions.get(session);
-    if (!admitted) return Promise.resolve();
+    if (!this.sessions.has(session)) return Promise.resolve();
+    const address = this.sessions.get(session);
     this.sessions.delete(session);
-    this.admission.release(admitted);
+    this.admission.release(session.user, address);
     this.rollcall.metrics.add("rollcall.gateway.sockets", -1, {}, true);
     const ended = session
       .close()

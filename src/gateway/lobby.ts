@@ -9,8 +9,9 @@ import type { Duplex } from "node:stream";
  * timeout drops the rest.
  */
 export class Lobby {
-  /** In order of arrival. */
-  private readonly waiting = new Set<Duplex>();
+  /** In order of arrival, each with its 'close' listener (removed once served: a socket held
+   * for hours should not keep the lobby's listener). */
+  private readonly waiting = new Map<Duplex, () => void>();
 
   constructor(
     /** Sockets open and handshakes under way. */
@@ -24,18 +25,22 @@ export class Lobby {
   }
 
   arrived(socket: Duplex): void {
-    const oldest = this.waiting.values().next();
+    const oldest = this.waiting.keys().next();
     if (!oldest.done && this.busy() + this.waiting.size >= this.cap) {
-      this.waiting.delete(oldest.value);
+      this.served(oldest.value);
       this.refused("evicted");
       oldest.value.destroy();
     }
-    this.waiting.add(socket);
-    socket.once("close", () => this.waiting.delete(socket));
+    const closed = () => this.waiting.delete(socket);
+    this.waiting.set(socket, closed);
+    socket.once("close", closed);
   }
 
   /** The connection's request came: it is a handshake or an answered request now. */
   served(socket: Duplex): void {
+    const closed = this.waiting.get(socket);
+    if (closed === undefined) return;
     this.waiting.delete(socket);
+    socket.removeListener("close", closed);
   }
 }

@@ -163,7 +163,7 @@ export class Admission {
     }
     const admitted = { identity, rate, address };
     if (this.host.closed()) {
-      this.release(admitted);
+      this.release(identity.user, address);
       this.inFlight -= 1;
       return refuse("closing", 503, "the server is closing", { "Retry-After": RETRY_AFTER.busy });
     }
@@ -175,10 +175,11 @@ export class Admission {
     this.inFlight -= 1;
   }
 
-  /** An admitted socket closed, or its handshake failed: it no longer counts. */
-  release(admitted: Admitted): void {
-    this.budgets.release(admitted.identity.user);
-    if (admitted.address !== undefined) this.addresses?.remove(admitted.address);
+  /** An admitted socket of `user` from `address` closed, or its handshake failed: it no longer
+   * counts. */
+  release(user: string, address: string | undefined): void {
+    this.budgets.release(user);
+    if (address !== undefined) this.addresses?.remove(address);
   }
 
   /** A handshake refused after it was counted. */

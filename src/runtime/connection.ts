@@ -165,12 +165,13 @@ export class Connection<F> implements Turn {
    */
   inTurn<T>(task: (turn: Turn) => Promise<T>): Promise<T> {
     const turn = (this.now ??= new Now(this, this.host));
-    const run = (this.queue ?? Promise.resolve()).then(() => task(turn));
-    const tail = run.catch(() => undefined);
-    this.queue = tail;
-    void tail.then(() => {
+    // Nothing under way (the usual case for a frame): the task starts now.
+    const run = this.queue ? this.queue.then(() => task(turn)) : startNow(task, turn);
+    const settled = (): void => {
       if (this.queue === tail) this.queue = undefined;
-    });
+    };
+    const tail: Promise<void> = run.then(settled, settled);
+    this.queue = tail;
     return run;
   }
 
@@ -213,6 +214,16 @@ export class Connection<F> implements Turn {
     this.joined?.delete(room);
     if (this.to !== undefined) this.host.release(room, this.to);
     return beat !== undefined;
+  }
+}
+
+/** A task started at once, a throw of it as a rejection (as when it runs after another). */
+function startNow<T>(task: (turn: Turn) => Promise<T>, turn: Turn): Promise<T> {
+  try {
+    return Promise.resolve(task(turn));
+  } catch (error) {
+    // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors -- what it threw, as is
+    return Promise.reject(error);
   }
 }
 

@@ -63,39 +63,51 @@ export class HeartbeatWheel<T> {
   }
 }
 
+/** A heartbeat waiting for its batch, and how it settles. */
+interface Pending {
+  readonly heartbeat: Heartbeat;
+  readonly resolve: (result: HeartbeatResult) => void;
+  readonly reject: (error: Error) => void;
+}
+
 /**
  * Heartbeats asked for within one turn of the event loop (joins, heartbeat frames) go to the
  * engine together: one heartbeatMany, so Redis is paid per batch when many sockets ask at once.
- * Each settles with its own entry's outcome: a bucket's failed call fails its entries alone.
- * Entries must be valid (a bad one would fail its whole batch): callers check them first.
+ * One batch is under way at a time: what is asked for while it is gathers for the next, sent at the
+ * end of the turn it settles in, so that under load batches grow with the load instead of the calls (a
+ * process answering 20,000 frames a second made a call per bucket every turn). Each settles with
+ * its own entry's outcome: a bucket's failed call fails its entries alone. Entries must be valid
+ * (a bad one would fail its whole batch): callers check them first.
  */
 export class TurnBatch {
-  private pending: {
-    heartbeat: Heartbeat;
-    settle: (outcome: HeartbeatOutcome | { error: Error }) => void;
-  }[] = [];
+  private pending: Pending[] = [];
+  private sending = false;
 
   constructor(private readonly rollcall: Rollcall) {}
 
   add(heartbeat: Heartbeat): Promise<HeartbeatResult> {
-    if (this.pending.length === 0) setImmediate(() => void this.flush());
-    return new Promise((resolve, reject) =>
-      this.pending.push({
-        heartbeat,
-        settle: (outcome) => ("joined" in outcome ? resolve(outcome) : reject(outcome.error)),
-      }),
-    );
+    if (this.pending.length === 0 && !this.sending) setImmediate(() => void this.flush());
+    return new Promise((resolve, reject) => this.pending.push({ heartbeat, resolve, reject }));
   }
 
   private async flush(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
+    this.sending = true;
     try {
       const outcomes = await this.rollcall.heartbeatMany(batch.map((b) => b.heartbeat));
-      batch.forEach((b, i) => b.settle(outcomes[i]!));
+      batch.forEach((b, i) => {
+        const outcome = outcomes[i]!;
+        if (outcome.error) b.reject(outcome.error);
+        else b.resolve(outcome);
+      });
     } catch (error) {
       const failure = error instanceof Error ? error : new Error(String(error));
-      for (const b of batch) b.settle({ error: failure });
+      for (const b of batch) b.reject(failure);
+    } finally {
+      this.sending = false;
+      // At the end of the turn, with whatever else its sockets asked for in it.
+      if (this.pending.length > 0) setImmediate(() => void this.flush());
     }
   }
 }
