@@ -1,17 +1,17 @@
 // How long a call takes to settle while Redis is out, with the client settings docs/operations.md
 // gives (REDIS_OPTIONS) and with ioredis's defaults: a heartbeat, a roster and a sweep, each
 // started at the same moment (a) against a closed local port, (b) right after redis-server was
-// SIGKILLed, (c) while redis-server is SIGSTOPped (continued after --stop-ms). Prints a Markdown
-// table (docs/operations.md quotes it). A few minutes: ioredis's defaults wait about 74 s.
-//   npx tsx bench/outage.ts [--stop-ms 30000] [--only documented|defaults]
-// (documented: REDIS_OPTIONS)
-import { parseArgs } from "node:util";
+// SIGKILLed, (c) while redis-server is SIGSTOPped (continued after `stopMs`). On a redis-server
+// of its own, which it kills and stops; alone: npx tsx bench/main.ts --only outage (a few
+// minutes: ioredis's defaults wait about 74 s; the smoke run leaves them out).
 import { Redis, type RedisOptions } from "ioredis";
 import { REDIS_OPTIONS, Rollcall } from "../src/index.js";
 import { RedisProcess } from "../test/chaos/server.js";
 import { freePort } from "../test/kit/ports.js";
+import { table } from "./format.js";
+import type { Section } from "./section.js";
 
-const PROFILES: Record<string, RedisOptions> = {
+const SETTINGS: Record<string, RedisOptions> = {
   "`REDIS_OPTIONS`": REDIS_OPTIONS,
   "ioredis defaults": {},
 };
@@ -26,10 +26,19 @@ interface Settled {
   how: string;
 }
 
-const { values } = parseArgs({
-  options: { "stop-ms": { type: "string", default: "30000" }, only: { type: "string" } },
-});
-const stopMs = Number(values["stop-ms"]);
+export interface OutageProfile {
+  /** How long redis-server stays SIGSTOPped. */
+  stopMs: number;
+  /** The client settings measured, by name (keys of SETTINGS). */
+  settings: string[];
+}
+
+/** One scenario under one client setting: how and when each call settled. */
+export interface OutageRow {
+  redis: string;
+  settings: string;
+  settled: Settled[];
+}
 
 /** Starts the three calls at once; resolves to how and when each settled. */
 function settle(rollcall: Rollcall): Promise<Settled[]> {
@@ -63,6 +72,7 @@ async function measure(
   server: RedisProcess,
   options: RedisOptions,
   scenario: Scenario,
+  stopMs: number,
 ): Promise<Settled[]> {
   if (scenario === "closed port") {
     const redis = connect(`redis://127.0.0.1:${await freePort()}`, options);
@@ -97,22 +107,42 @@ async function measure(
 
 const cell = ({ ms, how }: Settled) => `${(ms / 1000).toFixed(2)} s, ${how}`;
 
-const server = await RedisProcess.start(false);
-const rows: string[] = [];
-try {
-  for (const [profile, options] of Object.entries(PROFILES)) {
-    const name = options === REDIS_OPTIONS ? "documented" : "defaults";
-    if (values.only !== undefined && values.only !== name) continue;
-    for (const scenario of SCENARIOS) {
-      const settled = await measure(server, options, scenario);
-      const what = scenario === "stopped" ? `stopped for ${stopMs / 1000} s` : scenario;
-      rows.push(`| ${what} | ${profile} | ${settled.map(cell).join(" | ")} |`);
-      console.error(rows.at(-1));
+async function benchOutage({ stopMs, settings }: OutageProfile): Promise<OutageRow[]> {
+  const server = await RedisProcess.start(false);
+  const rows: OutageRow[] = [];
+  try {
+    for (const name of settings) {
+      for (const scenario of SCENARIOS) {
+        const settled = await measure(server, SETTINGS[name]!, scenario, stopMs);
+        const redis = scenario === "stopped" ? `stopped for ${stopMs / 1000} s` : scenario;
+        rows.push({ redis, settings: name, settled });
+      }
     }
+  } finally {
+    await server.stop();
   }
-} finally {
-  await server.stop();
+  return rows;
 }
-console.log(`| Redis | client settings | ${CALLS.join(" | ")} |`);
-console.log(`| --- | --- | ${CALLS.map(() => "---").join(" | ")} |`);
-for (const row of rows) console.log(row);
+
+/** Calls during a Redis outage, under the documented client settings and ioredis's defaults. */
+export const outage: Section<OutageProfile, OutageRow[]> = {
+  name: "outage",
+  alone: true,
+  profiles: {
+    full: { stopMs: 30_000, settings: Object.keys(SETTINGS) },
+    smoke: { stopMs: 2_000, settings: ["`REDIS_OPTIONS`"] },
+  },
+  steps: () => 1,
+  run: (_lab, profile, progress) => progress.step("outage", () => benchOutage(profile)),
+  report: (rows) =>
+    [
+      "## A Redis outage: how long a call takes to settle",
+      "",
+      "A heartbeat, a roster and a sweep started at once, on a redis-server of the bench's own.",
+      "",
+      table(
+        ["Redis", "client settings", ...CALLS],
+        rows.map((row) => [row.redis, row.settings, ...row.settled.map(cell)]),
+      ),
+    ].join("\n"),
+};

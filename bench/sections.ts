@@ -8,6 +8,7 @@ import { heartbeat } from "./heartbeat.js";
 import { hocuspocus } from "./hocuspocus.js";
 import { live } from "./live.js";
 import { memory } from "./memory.js";
+import { outage } from "./outage.js";
 import { rosterReads } from "./roster.js";
 import { scripts } from "./scripts.js";
 import type { Section } from "./section.js";
@@ -33,4 +34,5 @@ export const SECTIONS: readonly Section[] = [
   bigRooms,
   socketIo,
   hocuspocus,
+  outage,
 ];
