@@ -247,9 +247,12 @@ async function socketsRun(
   plain: boolean,
   p: HostProfile,
   round: number,
-  heapDir?: string,
+  profile?: { dir: string; heap: boolean },
 ) {
-  const server = await HostChild.start(redisUrl, plain, heapDir);
+  const heapDir = profile?.heap ? profile.dir : undefined;
+  const cpuDir = profile?.heap ? undefined : profile?.dir;
+  const kind = plain ? "plain" : "gateway";
+  const server = await HostChild.start(redisUrl, plain);
   try {
     const users = Array.from({ length: p.sockets }, (_, i) => `s${round}-${i}`);
     const jwts = await Promise.all(users.map(token));
@@ -264,19 +267,21 @@ async function socketsRun(
     for (const s of warm) s.close();
     await server.drained();
     const snapshot = async (phase: string) => {
-      const kind = plain ? "plain" : "gateway";
       if (heapDir)
         await server.request({ type: "heap", path: `${heapDir}/${kind}-${phase}.heapsnapshot` });
     };
     const base = await server.stats(true);
     await snapshot("base");
     const sockets: Socket[] = [];
+    if (cpuDir) await server.request({ type: "profile" });
     const started = performance.now();
     await forEachInFlight(jwts, p.opening, async (jwt) => {
       sockets.push(await Socket.open(server.url, jwt));
     });
     const upgradesPerSec = p.sockets / ((performance.now() - started) / 1000);
     const cpuUsPerUpgrade = ((await server.stats()).cpuUs - base.cpuUs) / p.sockets;
+    if (cpuDir)
+      await server.request({ type: "profile", path: `${cpuDir}/${kind}-upgrades.cpuprofile` });
     const open = await server.stats(true);
     if (open.connections !== p.sockets) throw new Error(`held ${open.connections} sockets`);
     await snapshot("open");
@@ -521,17 +526,17 @@ export async function benchHost(
   redisUrl: string,
   p: HostProfile,
   step: Step,
-  options: { profileDir?: string; parts?: readonly HostPart[] } = {},
+  options: { profileDir?: string; heap?: boolean; parts?: readonly HostPart[] } = {},
 ): Promise<HostResults> {
-  const { profileDir, parts = HOST_PARTS } = options;
+  const { profileDir, heap = false, parts = HOST_PARTS } = options;
   const results: HostResults = {};
   if (parts.includes("sockets")) {
     const sockets = (results.sockets = { gateway: [] as SocketsRun[], plain: [] as SocketsRun[] });
     for (let round = 0; round < ROUNDS; round++) {
-      const heapDir = round === 0 ? profileDir : undefined;
+      const profile = round === 0 && profileDir ? { dir: profileDir, heap } : undefined;
       for (const plain of [true, false]) {
         const label = `host: ${p.sockets} sockets on a ${plain ? "plain ws server" : "gateway"}, round ${round + 1}`;
-        const run = await step(label, () => socketsRun(redisUrl, plain, p, round, heapDir));
+        const run = await step(label, () => socketsRun(redisUrl, plain, p, round, profile));
         sockets[plain ? "plain" : "gateway"].push(run);
       }
     }
@@ -728,6 +733,8 @@ export function hostReport(r: HostResults): string {
 export const host: Section<HostProfile, HostResults> = {
   name: "host",
   profiles: HOST_PROFILES,
+  // Two minutes of its own, much of it beside what the gateway section measures: by itself.
+  alone: true,
   steps: () => ROUNDS * 2 * 2 + 1,
   run: (lab: Lab, profile: HostProfile, progress: Progress) =>
     benchHost(lab.url, profile, (label, work) => progress.step(label, work)),
@@ -735,11 +742,14 @@ export const host: Section<HostProfile, HostResults> = {
   rows: hostRows,
 };
 
-// Alone: npx tsx bench/host.ts [--smoke] [--only sockets,frames,fanout] [--profile DIR]
+// Alone: npx tsx bench/host.ts [--smoke] [--only sockets,frames,fanout] [--profile DIR [--heap]]:
+// with --profile, the first round's servers run with --cpu-prof (a .cpuprofile each in DIR), or
+// with --heap write heap snapshots of the sockets' phases there instead.
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   const smoke = process.argv.includes("--smoke");
   const at = process.argv.indexOf("--profile");
   const profileDir = at > 0 ? process.argv[at + 1] : undefined;
+  const heap = process.argv.includes("--heap");
   if (profileDir) mkdirSync(profileDir, { recursive: true });
   const only = process.argv.indexOf("--only");
   const parts = only > 0 ? (process.argv[only + 1]!.split(",") as HostPart[]) : undefined;
@@ -753,7 +763,7 @@ if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
         return work();
       },
       {
-        ...(profileDir === undefined ? {} : { profileDir }),
+        ...(profileDir === undefined ? {} : { profileDir, heap }),
         ...(parts === undefined ? {} : { parts }),
       },
     );

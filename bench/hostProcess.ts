@@ -7,6 +7,8 @@
 // bench goes away.
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { writeFileSync } from "node:fs";
+import { Session } from "node:inspector/promises";
 import { writeHeapSnapshot } from "node:v8";
 import { Redis } from "ioredis";
 import { WebSocketServer, type RawData, type WebSocket } from "ws";
@@ -21,7 +23,11 @@ export interface HostProcessConfig {
 }
 
 export type ToHost =
-  { type: "stats"; gc: boolean } | { type: "heap"; path: string } | { type: "stop" };
+  | { type: "stats"; gc: boolean }
+  | { type: "heap"; path: string }
+  /** Starts the CPU profiler, or stops it and writes its profile to `path`. */
+  | { type: "profile"; path?: string }
+  | { type: "stop" };
 
 export interface HostStats {
   rss: number;
@@ -152,13 +158,32 @@ function stop(): void {
     .finally(() => process.exit(0));
 }
 
+let inspector: Session | undefined;
+/** Starts the profiler, or (given a path) stops it and writes what it took there. */
+async function profile(path: string | undefined): Promise<void> {
+  if (path === undefined) {
+    inspector = new Session();
+    inspector.connect();
+    await inspector.post("Profiler.enable");
+    await inspector.post("Profiler.start");
+    return;
+  }
+  const taken = await inspector?.post("Profiler.stop");
+  if (taken) writeFileSync(path, JSON.stringify(taken.profile));
+  inspector?.disconnect();
+  inspector = undefined;
+}
+
 process.on("message", (message: { id: number; request: ToHost }) => {
   const { id, request } = message;
-  let reply: unknown = null;
-  if (request.type === "stats") reply = stats(request.gc);
-  else if (request.type === "heap") reply = writeHeapSnapshot(request.path);
-  else stop();
-  process.send?.({ id, reply });
+  void (async () => {
+    let reply: unknown = null;
+    if (request.type === "stats") reply = stats(request.gc);
+    else if (request.type === "heap") reply = writeHeapSnapshot(request.path);
+    else if (request.type === "profile") await profile(request.path);
+    else stop();
+    process.send?.({ id, reply });
+  })();
 });
 process.on("disconnect", stop);
 process.on("SIGTERM", stop);

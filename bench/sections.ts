@@ -6,6 +6,7 @@ import { gateway } from "./gateway.js";
 import { grace } from "./grace.js";
 import { heartbeat } from "./heartbeat.js";
 import { hocuspocus } from "./hocuspocus.js";
+import { host } from "./host.js";
 import { live } from "./live.js";
 import { memory } from "./memory.js";
 import { outage } from "./outage.js";
@@ -23,6 +24,7 @@ export const SECTIONS: readonly Section[] = [
   heartbeat,
   fanout,
   gateway,
+  host,
   sweep,
   live,
   memory,
