@@ -6,7 +6,7 @@ import { KitChild } from "../test/kit/child.js";
 import { GatewayChild } from "../test/kit/gatewayChild.js";
 import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
-import type { Run, Section } from "./section.js";
+import type { Row, Run, Section } from "./section.js";
 import { histogram, info, percentiles, redisCpuSeconds, type Percentiles } from "./stats.js";
 import { storm, type StormResult } from "../test/kit/storm.js";
 import type { Received, Timed, WatchersRequest, WatchersSettings } from "./watchers.js";
@@ -422,4 +422,14 @@ export const bigRooms: Section<BigRoomsProfile, BigRoomsResults> = {
   steps: bigRoomsSteps,
   run: benchBigRooms,
   report: bigRoomsMarkdown,
+  rows: ({ rows }) =>
+    rows.map((r): Row => ({
+      name:
+        `event latency p99, ${r.roomSize} × ${r.rooms}` +
+        (r.gateways > 1 ? ` (${r.gateways} gateways)` : ""),
+      value: r.latencyMs.p99,
+      unit: "ms",
+      digits: 1,
+      note: `p50 ${r.latencyMs.p50} ms`,
+    })),
 };

@@ -6,7 +6,7 @@ import type { Progress } from "./progress.js";
 import { commandStats, commandsBetween, median, underLoad } from "./stats.js";
 import { number, percent, table } from "./format.js";
 import { memory } from "./memory.js";
-import { resultOf, type Run, type Section } from "./section.js";
+import { resultOf, type Row, type Run, type Section } from "./section.js";
 
 /**
  * The event log, to decide from what it costs per event whether it is on by default. Two deployments side by side in one Redis, the same but for `logLength`: present
@@ -374,4 +374,14 @@ export const eventLog: Section<LogProfile, LogResults> = {
   steps: logSteps,
   run: benchLog,
   report: logSection,
+  rows: ({ extra, memory: m, logLength }): Row[] => [
+    {
+      name: "event log on: extra Redis CPU per event",
+      value: extra.redisCpuUs,
+      unit: "µs",
+      digits: 2,
+      note: percent(extra.redisCpuShare),
+    },
+    { name: `event log's bound at logLength ${number(logLength)}`, value: m.boundBytes, unit: "B" },
+  ],
 };

@@ -4,7 +4,7 @@ import { members, STEADY } from "./population.js";
 import type { Lab } from "./lab.js";
 import { NaiveTracker, type NaiveEvent } from "../test/kit/naive.js";
 import type { Progress } from "./progress.js";
-import type { Section } from "./section.js";
+import type { Row, Section } from "./section.js";
 import { number, percentileCells, PERCENTILES, table } from "./format.js";
 import { histogram, percentiles, type Percentiles } from "./stats.js";
 
@@ -149,4 +149,11 @@ export const fanout: Section<FanoutProfile, FanoutResult[]> = {
   steps: fanoutSteps,
   run: benchFanout,
   report: fanoutSection,
+  rows: (results) =>
+    results.map((f): Row => ({
+      name: `fan-out p50, ${f.event}, ${f.variant === "rollcall" ? "rollcall" : "baseline"}`,
+      value: f.us.p50,
+      unit: "µs",
+      note: `p99 ${number(f.us.p99)} µs`,
+    })),
 };

@@ -7,7 +7,7 @@ import { Redis as RedisRelay } from "@hocuspocus/extension-redis";
 import { Server } from "@hocuspocus/server";
 import { provider, spawnInstance, startInstance } from "../test/kit/hocuspocus.js";
 import { eventually } from "../test/kit/wait.js";
-import type { Section } from "./section.js";
+import type { Row, Section } from "./section.js";
 
 interface Crash {
   /** SIGKILL to the survivor's provider no longer holding the user's awareness state. */
@@ -92,6 +92,13 @@ export const hocuspocus: Section<null, HocuspocusResults> = {
       crash(lab.url, true),
     ),
   }),
+  rows: ({ relayOnly, withRollcall }): Row[] => [
+    { name: "cursor gone, extension-redis alone", value: relayOnly.awarenessGoneMs, unit: "ms" },
+    { name: "cursor gone, with rollcall", value: withRollcall.awarenessGoneMs, unit: "ms" },
+    ...(withRollcall.leaveMs === null
+      ? []
+      : [{ name: "leave, with rollcall", value: withRollcall.leaveMs, unit: "ms" }]),
+  ],
   report: ({ relayOnly, withRollcall }) =>
     [
       "## Hocuspocus: a SIGKILLed instance's user, seen from the survivor",

@@ -9,7 +9,7 @@ import { REDIS_OPTIONS, Rollcall } from "../src/index.js";
 import { RedisProcess } from "../test/chaos/server.js";
 import { freePort } from "../test/kit/ports.js";
 import { table } from "./format.js";
-import type { Section } from "./section.js";
+import type { Row, Section } from "./section.js";
 
 const SETTINGS: Record<string, RedisOptions> = {
   "`REDIS_OPTIONS`": REDIS_OPTIONS,
@@ -134,6 +134,13 @@ export const outage: Section<OutageProfile, OutageRow[]> = {
   },
   steps: () => 1,
   run: (_lab, profile, progress) => progress.step("outage", () => benchOutage(profile)),
+  rows: (rows) =>
+    rows.map((row): Row => ({
+      name: `slowest call to settle, Redis ${row.redis}, ${row.settings}`,
+      value: Math.max(...row.settled.map((s) => s.ms)),
+      unit: "ms",
+      note: row.settled.map((s) => s.how).join(", "),
+    })),
   report: (rows) =>
     [
       "## A Redis outage: how long a call takes to settle",

@@ -7,7 +7,7 @@ import { connectIo, spawnIo, type IoClient, type IoProcess } from "../test/kit/s
 import { number, table } from "./format.js";
 import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
-import type { Section } from "./section.js";
+import type { Row, Section } from "./section.js";
 import { histogram, percentiles, type Percentiles } from "./stats.js";
 import type { Measure, Measured } from "./socketioServer.js";
 
@@ -198,4 +198,14 @@ export const socketIo: Section<SocketIoProfile, SocketIoResults> = {
   steps: socketIoSteps,
   run: benchSocketIo,
   report: socketIoMarkdown,
+  rows: ({ runs }) =>
+    runs.flatMap((r): Row[] => {
+      const where = `${r.instances} instances${r.stalled ? ", one stalled" : ""}`;
+      return [
+        ...(r.fetch
+          ? [{ name: `fetchSockets() p50, ${where}`, value: r.fetch.p50, unit: "µs" }]
+          : []),
+        { name: `roster() p50, ${where}`, value: r.roster.p50, unit: "µs" },
+      ];
+    }),
 };
