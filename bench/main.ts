@@ -113,7 +113,7 @@ async function save(run: Run, sections: readonly Section[], only?: string): Prom
   const json = {
     meta: run.meta,
     ...run.results,
-    rows: rows.map((row) => ({ ...row, met: met(row) })),
+    rows: rows.map((row) => (row.target ? { ...row, met: met(row) } : row)),
   };
   await mkdir(RESULTS, { recursive: true });
   await writeFile(new URL(`${name}.md`, RESULTS), report);
