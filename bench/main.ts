@@ -9,14 +9,17 @@ import { met, type Meta, type ProfileName, type Run, type Section } from "./sect
 import { SECTIONS } from "./sections.js";
 import { info } from "./stats.js";
 
+const names = (alone: boolean) =>
+  SECTIONS.filter((s) => (s.alone ?? false) === alone)
+    .map((s) => s.name)
+    .join(", ");
+
 const USAGE = `Usage: tsx bench/main.ts [--smoke] [--only SECTION] [--redis-url redis://host:port]
 
   --smoke      a quick run that only proves the bench works (CI); results go to smoke.*
-  --only       run one section alone: ${SECTIONS.map((s) => s.name).join(", ")};
-               results go to SECTION.* (SECTION-smoke.* with --smoke), dots left out.
-               The whole run leaves out ${SECTIONS.filter((s) => s.alone)
-                 .map((s) => s.name)
-                 .join(" and ")}: they run with --only alone.
+  --only       run one section alone; results go to SECTION.* (SECTION-smoke.* with --smoke,
+               dots left out). The whole run's sections: ${names(false)}.
+               Run alone only: ${names(true)}.
   --redis-url  an empty Redis >= 7 to use instead of an embedded redis-server: the bench
                flushes it and resets its INFO statistics`;
 
