@@ -251,10 +251,13 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     const resends = this.failed.size > 0 ? this.resends(heartbeats.map((_, at) => id(at))) : [];
     const taken = new Set(resends.flatMap((send) => send.at));
     const sends = [...resends, ...this.heartbeatCalls(heartbeats, entries, taken)];
-    if (sends.length === 1) return this.send(sends[0]!, heartbeats, entries);
-    const outcomes = new Array<HeartbeatOutcome>(heartbeats.length);
     // Started in this order, so a resend reaches Redis before the new calls of its bucket.
-    const parts = await Promise.all(sends.map((send) => this.send(send, heartbeats, entries)));
+    const parts =
+      sends.length === 1
+        ? [await this.send(sends[0]!, heartbeats, entries)]
+        : await Promise.all(sends.map((send) => this.send(send, heartbeats, entries)));
+    // Each call's outcomes come in its order (room by room): back to the order given.
+    const outcomes = new Array<HeartbeatOutcome>(heartbeats.length);
     parts.forEach((part, k) => sends[k]!.at.forEach((a, i) => (outcomes[a] = part[i]!)));
     return outcomes;
   }
