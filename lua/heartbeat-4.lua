@@ -11,8 +11,8 @@
   heartbeat keeps true), no count. All the steady ones go first, one HMGET and one HSET per room;
   the others then each run the whole transition, in order.
 
-  KEYS, ARGV[1..5]: see include/bucket.lua; derives the keys of each room named.
-  ARGV[6] and on, per room: its id, n, then n entries of 3: user, connection (at most 9 bytes),
+  KEYS, ARGV[1..2]: see include/bucket.lua; derives the keys of each room named.
+  ARGV[3] and on, per room: its id, n, then n entries of 3: user, connection (at most 9 bytes),
   options: '' or '<capacity>:<state JSON>'. Capacity (0 for no limit) is the most members the room
   may hold: a user who is not present cannot join a room that holds as many (members in their
   leave grace count); nothing is written or published. A present user's other connections always
@@ -85,9 +85,10 @@ end
 
 -- A big room's records are in shards (see shards): it waits for the shards' helpers below.
 local sharded = {}
-local at, index = 6, 0
+local at, index = 3, 0
 while at <= #ARGV do
-  local r, n, first = openRoom(ARGV[at]), tonumber(ARGV[at + 1]), at + 2
+  -- n is 1 in every single call: no number to parse.
+  local r, n, first = openRoom(ARGV[at]), ARGV[at + 1] == '1' and 1 or tonumber(ARGV[at + 1]), at + 2
   -- The meta comes with the records: its last byte says whether they are in this hash (see
   -- meta). A steady heartbeat pays one byte's read of it. A single entry (a single call) builds
   -- no lists.

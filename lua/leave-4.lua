@@ -4,8 +4,8 @@
   connection, the user's typing stops with it and 'leave' (reason explicit) is published, or,
   with a leave grace, will be when the grace ends unless a connection comes back first.
 
-  KEYS, ARGV[1..5]: see include/bucket.lua; derives the room's keys.
-  ARGV[6] room   ARGV[7] user   ARGV[8] connection (at most 9 bytes)
+  KEYS, ARGV[1..2]: see include/bucket.lua; derives the room's keys.
+  ARGV[3] room   ARGV[4] user   ARGV[5] connection (at most 9 bytes)
 
   Reply: {outcome, seq of the leave or 0, its epoch or ''}; absent: no such live connection,
   removed: the user is still present, left: the leave is published, leaving: it waits for the
@@ -18,7 +18,7 @@ local resent = keptReply()
 if resent then
   return resent
 end
-local r, user, conn = openRoom(ARGV[6]), ARGV[7], ARGV[8]
+local r, user, conn = openRoom(ARGV[3]), ARGV[4], ARGV[5]
 
 local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
 local slot = rec and Presence.findConnection(rec, conn)

@@ -11,15 +11,15 @@
   A room with members missing from the due index (lost with it) is put back there, due now, so
   that a sweep announces what expired in it and writes its real deadline.
 
-  KEYS[1..2], ARGV[1..4]: see include/bucket.lua; derives the keys of the rooms it counts.
-  ARGV[6] generation, or 0 to start   ARGV[7] 1: the caller named every room, finish; else 0
-  ARGV[8] and on: rooms to count (a batch)
+  KEYS[1..2], ARGV[1..2]: see include/bucket.lua; derives the keys of the rooms it counts.
+  ARGV[3] generation, or 0 to start   ARGV[4] 1: the caller named every room, finish; else 0
+  ARGV[5] and on: rooms to count (a batch)
 
   Reply: {generation, 1 if it was superseded else 0}
 ]]
 -- @include "meta"
 local COUNTS_OF = { 'rooms', 'users', 'conns', 'typing' }
-local gen = tonumber(ARGV[6])
+local gen = tonumber(ARGV[3])
 if gen == 0 then
   gen = rcall('HINCRBY', seqKey, 'rg', 1)
   rcall('HSET', seqKey, 'ra', gen, 'rrooms', 0, 'rusers', 0, 'rconns', 0, 'rtyping', 0)
@@ -28,7 +28,7 @@ elseif tonumber(rcall('HGET', seqKey, 'ra')) ~= gen then
 end
 
 local rooms, users, conns, typing, restored = 0, 0, 0, 0, 0
-for i = 8, #ARGV do
+for i = 5, #ARGV do
   local r = openRoom(ARGV[i])
   local m = Meta.read(r)
   if m and m.gen ~= gen then
@@ -50,7 +50,7 @@ end
 if restored > 0 and rcall('PTTL', dueKey) == -1 then
   rcall('PEXPIRE', dueKey, keyTtl)
 end
-if ARGV[7] == '1' then
+if ARGV[4] == '1' then
   local fields = {}
   for _, name in ipairs(COUNTS_OF) do
     fields[#fields + 1], fields[#fields + 2] = name, rcall('HGET', seqKey, 'r' .. name)

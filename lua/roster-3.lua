@@ -14,8 +14,8 @@
   refuses every command queued in a MULTI: the engine then runs this script's variant for the
   limit (`flags=allow-oom`, atLimit true), given the reads, and it runs them itself.
 
-  KEYS[1..3], ARGV[1..5]: see include/bucket.lua; derives the room's key.
-  ARGV[6] room   ARGV[7] and on, at the limit only: the reads, each as its length then its words
+  KEYS[1..3], ARGV[1..2]: see include/bucket.lua; derives the room's key.
+  ARGV[3] room   ARGV[4] and on, at the limit only: the reads, each as its length then its words
 
   Reply: {epoch, seq, member count, the bucket log's last entry id or '' (events of the room
   after the page come after it in the log), Redis's time, the room's shards (0: its own hash)},
@@ -25,7 +25,7 @@
 -- @include "meta"
 -- @include "epoch"
 local atLimit = false
-local m = Meta.read(openRoom(ARGV[6]))
+local m = Meta.read(openRoom(ARGV[3]))
 local reply = { Epoch.read(), 0, m and m.users or 0, '', now, m and m.shards or 0 }
 if bucket.logLength > 0 then
   local last = rcall('XREVRANGE', logKey, '+', '-', 'COUNT', 1)[1]
@@ -38,7 +38,7 @@ else
   reply[2] = tonumber(rcall('HGET', seqKey, 'n')) or 0
 end
 if atLimit then
-  local at = 7
+  local at = 4
   while at <= #ARGV do
     local words = tonumber(ARGV[at])
     reply[#reply + 1] = rcall(unpack(ARGV, at + 1, at + words))

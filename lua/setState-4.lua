@@ -3,8 +3,8 @@
   Replaces a present user's state (a small JSON object: status, device, ...). Publishes one
   'update' when it changed; never a leave and a join.
 
-  KEYS, ARGV[1..5]: see include/bucket.lua; derives the room's keys.
-  ARGV[6] room   ARGV[7] user   ARGV[8] state JSON
+  KEYS, ARGV[1..2]: see include/bucket.lua; derives the room's keys.
+  ARGV[3] room   ARGV[4] user   ARGV[5] state JSON
 
   Reply: {outcome, seq of the event or 0, its epoch or ''}
 ]]
@@ -15,7 +15,7 @@ local resent = keptReply()
 if resent then
   return resent
 end
-local r, user, state = openRoom(ARGV[6]), ARGV[7], ARGV[8]
+local r, user, state = openRoom(ARGV[3]), ARGV[4], ARGV[5]
 
 local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
 if not rec then

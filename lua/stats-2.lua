@@ -2,7 +2,7 @@
 --[[
   A bucket's counts, as the scripts that change its rooms keep them, and its sweep backlog.
 
-  KEYS[1..2], ARGV[1..4]: see include/bucket.lua
+  KEYS[1..2], ARGV[1..2]: see include/bucket.lua
 
   Reply: {rooms, users, connections, typing, rooms due now, how long the oldest has been due in
   ms or -1, the bucket's epoch or '', its event counter}

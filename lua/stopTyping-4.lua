@@ -3,8 +3,8 @@
   Clears a user's typing mark (the user sent the message or cleared the input). Publishes
   'typing-stop' (reason explicit) only when the user was typing.
 
-  KEYS, ARGV[1..5]: see include/bucket.lua; derives the room's keys.
-  ARGV[6] room   ARGV[7] user
+  KEYS, ARGV[1..2]: see include/bucket.lua; derives the room's keys.
+  ARGV[3] room   ARGV[4] user
 
   Reply: {outcome, seq of the event or 0, its epoch or ''}
 ]]
@@ -15,7 +15,7 @@ local resent = keptReply()
 if resent then
   return resent
 end
-local r, user = openRoom(ARGV[6]), ARGV[7]
+local r, user = openRoom(ARGV[3]), ARGV[4]
 
 local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
 if not rec or not rec.t then

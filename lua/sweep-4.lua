@@ -13,10 +13,10 @@
   are lower bounds: a member found not expired gets its exact deadline back. A room whose keys
   expired unannounced (the safety net) loses its due entry; its counts are a reconcile's to mend.
 
-  KEYS, ARGV[1..5]: see include/bucket.lua; derives the keys of the rooms it sweeps.
-  ARGV[6] a room, or '' for the bucket's rooms due now, the longest overdue first
-  ARGV[7] batch: most members to expire   ARGV[8] most rooms to visit
-  ARGV[9] how long the calling sweeper pauses between passes, ms (0: none said; see stall)
+  KEYS, ARGV[1..2]: see include/bucket.lua; derives the keys of the rooms it sweeps.
+  ARGV[3] a room, or '' for the bucket's rooms due now, the longest overdue first
+  ARGV[4] batch: most members to expire   ARGV[5] most rooms to visit
+  ARGV[6] how long the calling sweeper pauses between passes, ms (0: none said; see stall)
 
   Reply: {connections dropped, leaves, typing stops, 1 if more is due now else 0, how long the
   first room visited had been due (ms), rooms visited, the first failure's message or ''}
@@ -32,12 +32,12 @@ do
     return { resent[1][3], resent[2][3], resent[3][3], more, 0, rooms, '' }
   end
 end
-local batch, roomLimit = tonumber(ARGV[7]), tonumber(ARGV[8])
-Stall.sweeping(tonumber(ARGV[9]))
+local batch, roomLimit = tonumber(ARGV[4]), tonumber(ARGV[5])
+Stall.sweeping(tonumber(ARGV[6]))
 
 local names, lag = {}, 0
-local due = ARGV[6] == '' and rcall('ZRANGE', dueKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, roomLimit, 'WITHSCORES')
-  or { ARGV[6], rcall('ZSCORE', dueKey, ARGV[6]) }
+local due = ARGV[3] == '' and rcall('ZRANGE', dueKey, '-inf', now, 'BYSCORE', 'LIMIT', 0, roomLimit, 'WITHSCORES')
+  or { ARGV[3], rcall('ZSCORE', dueKey, ARGV[3]) }
 for i = 1, #due, 2 do
   if due[i + 1] and tonumber(due[i + 1]) <= now then
     names[#names + 1] = due[i]
@@ -135,7 +135,7 @@ for _, name in ipairs(names) do
   end
 end
 -- More rooms may be due than were listed; failing ones alone are not worth another call.
-if ARGV[6] == '' and #names == roomLimit and settled > 0 then
+if ARGV[3] == '' and #names == roomLimit and settled > 0 then
   more = 1
 end
 if expired > 0 then

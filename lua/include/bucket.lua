@@ -17,9 +17,14 @@
                       room holds more than INDEX_FROM members (see members)
     '<tag>:s<k>:<room>'  hash: user -> member record, for a big room's members of shard k,
                       instead of '<tag>:u:<room>' (see shards)
-  ARGV[1] presence window ms   ARGV[2] typing window ms   ARGV[3] key ttl ms (safety net)
-  ARGV[4] what only a change needs (see options)   ARGV[5] the call's number (see replay)
-  ARGV[6] and on: the script's own arguments
+  ARGV[1] the deployment's settings, each in 12 hex digits: presence window ms, typing window
+          ms, key ttl ms (the safety net), then what only a change needs (see options)
+  ARGV[2] the call's number (see replay)
+  ARGV[3] and on: the script's own arguments
+  Every argument costs a call before its script runs (Redis parses it and makes a Lua string of
+  it, and tonumber parses a decimal number as a float): the settings come as one string of
+  fixed-width hex, read by cheaper integer parsing. Printable, so that MONITOR shows a call as
+  it was sent.
 ]]
 -- @include "clock"
 local rcall = redis.call
@@ -27,9 +32,11 @@ local spack, sunpack, sbyte, ssub = struct.pack, struct.unpack, string.byte, str
 local dueKey, seqKey, logKey, replayKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 -- '{prefix:bucket}', from '{prefix:bucket}:due'.
 local tag = ssub(dueKey, 1, -5)
-local presenceWindow = tonumber(ARGV[1])
-local typingWindow = tonumber(ARGV[2])
-local keyTtl = tonumber(ARGV[3])
+-- The k-th setting, in the order the engine writes them (packSettings, src/engine/settings.ts).
+local function setting(k)
+  return tonumber(ssub(ARGV[1], 12 * k - 11, 12 * k), 16)
+end
+local presenceWindow, typingWindow, keyTtl = setting(1), setting(2), setting(3)
 
 -- A room of the bucket: its id and its keys.
 local function openRoom(name)

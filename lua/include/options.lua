@@ -1,8 +1,5 @@
--- What only a change needs, sent as one argument (ARGV[4]) and read here once:
--- 'eventRosterLimit logLength leaveGraceMs replayWindowMs'.
+-- What only a change needs, written after the settings every call needs (ARGV[1], see
+-- bucket), read once: eventRosterLimit, logLength, leaveGraceMs, replayWindowMs.
 -- @include "modules"
-do
-  local a, b, c, d = string.match(ARGV[4], '^(%d+) (%d+) (%d+) (%d+)$')
-  bucket.eventRosterLimit, bucket.logLength, bucket.leaveGrace, bucket.replayWindow =
-    tonumber(a), tonumber(b), tonumber(c), tonumber(d)
-end
+bucket.eventRosterLimit, bucket.logLength, bucket.leaveGrace, bucket.replayWindow =
+  setting(4), setting(5), setting(6), setting(7)

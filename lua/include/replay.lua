@@ -2,7 +2,7 @@
   Replies that survive a resend. A client whose connection dropped before the reply arrived sends
   the same call again: it gets the first run's reply, and nothing runs twice.
   Each instance numbers its calls; a generation of GENERATION calls keeps its replies in this
-  bucket in one string (KEYS[4]), ARGV[5] being the call's number in it. The string starts with
+  bucket in one string (KEYS[4]), ARGV[2] being the call's number in it. The string starts with
   the highest call number that kept a reply in it (2 bytes): a call above it is a first run, and
   looks no further (the string grows with every change a generation makes: reading it whole at
   every call cost a join tens of µs). Then only what a second run would not say again: one entry
@@ -14,7 +14,7 @@
 local Replay = defineModule('Replay', function(bucket)
   local rcall, spack, sunpack, replayKey = redis.call, struct.pack, struct.unpack, bucket.replay
   local ENTRY, ENTRY_BYTES, TOP = '>I2I2BI6I2', 13, '>I2'
-  local callNumber = tonumber(ARGV[5])
+  local callNumber = tonumber(ARGV[2])
   local kept = {}
   -- The highest call number with a reply kept in the string, once read.
   local top

@@ -49,6 +49,7 @@ import {
   resolveSettings,
   type RollcallOptions,
   type Settings,
+  packSettings,
 } from "./settings.js";
 
 /** Members one sweep call expires at most: it bounds the time Redis spends in one script. */
@@ -119,8 +120,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   /** Where this instance and the runtime parts built on it record their metrics. */
   readonly metrics: Metrics;
   private readonly scripts: Scripts;
-  /** ARGV[1..4] of every bucket script (lua/include/bucket.lua), written once. */
-  private readonly shared: readonly string[];
+  /** ARGV[1] of every bucket script (lua/include/bucket.lua), packed once. */
+  private readonly shared: readonly Arg[];
   private checked: Promise<void> | undefined;
   /** What a read checked against the stored settings, when none were stored yet (see ready). */
   private readable: Promise<void> | undefined;
@@ -146,12 +147,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     this.layout = new Layout(this.settings.prefix, this.settings.buckets);
     this.scripts = new Scripts(redis);
     const s = this.settings;
-    this.shared = [
-      String(s.presenceWindowMs),
-      String(s.typingWindowMs),
-      String(s.keyTtlMs),
-      `${s.eventRosterLimit} ${s.logLength} ${s.leaveGraceMs} ${s.replayWindowMs}`,
-    ];
+    this.shared = [packSettings(s)];
   }
 
   /**

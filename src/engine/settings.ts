@@ -115,3 +115,21 @@ export function differences(stored: readonly string[], ours: readonly string[]):
   }
   return found;
 }
+
+/**
+ * The settings as every bucket script takes them (ARGV[1], see lua/include/bucket.lua): each in
+ * 12 hex digits, those every call needs first, then what only a change needs.
+ */
+export function packSettings(s: Settings): string {
+  return [
+    s.presenceWindowMs,
+    s.typingWindowMs,
+    s.keyTtlMs,
+    s.eventRosterLimit,
+    s.logLength,
+    s.leaveGraceMs,
+    s.replayWindowMs,
+  ]
+    .map((value) => value.toString(16).padStart(12, "0"))
+    .join("");
+}

@@ -417,11 +417,11 @@ describe("keys lost without an event (evicted, or deleted by hand to be exact)",
       const monitor = await client().monitor();
       const batches: number[] = [];
       monitor.on("monitor", (_time: string, args: string[]) => {
-        // EVALSHA sha 2 due seq, 4 shared, the call's number (''), generation, finish, rooms...:
-        // of the scripts with 2 keys, reconcile alone names rooms.
+        // EVALSHA sha 2 due seq, the settings, the call's number (''), generation, finish,
+        // rooms...: of the scripts with 2 keys, reconcile alone names rooms.
         const [command = "", , keys] = args;
-        if (/^eval(sha)?$/i.test(command) && keys === "2" && args.length > 12) {
-          batches.push(args.length - 12);
+        if (/^eval(sha)?$/i.test(command) && keys === "2" && args.length > 9) {
+          batches.push(args.length - 9);
         }
       });
       expect(await rc.reconcile()).to.equal(1);

@@ -4,6 +4,7 @@ import { Rollcall, SettingsMismatchError } from "../../src/index.js";
 import { Scripts } from "../../src/engine/script.js";
 import { heartbeat } from "../../src/engine/scripts/heartbeat.js";
 import { sweep } from "../../src/engine/scripts/sweep.js";
+import { packSettings } from "../../src/engine/settings.js";
 import { advanceClock, passTime, stopClock } from "../kit/clock.js";
 import { caughtUp, IMMEDIATE, client, listen } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
@@ -201,13 +202,7 @@ describe("replies of resent calls", () => {
     const [result] = await scripts.run(
       heartbeat,
       [...rc.layout.bucketKeys(bucket), replayKey(rc)],
-      [
-        s.presenceWindowMs,
-        s.typingWindowMs,
-        s.keyTtlMs,
-        `${s.eventRosterLimit} ${s.logLength} ${s.leaveGraceMs} ${s.replayWindowMs}`,
-        call,
-      ],
+      [packSettings(s), call],
       { rooms: [{ room: "room", entries: [{ user, connection: "c", options: "" }] }], size: 1 },
     );
     if (!result || "error" in result) throw new Error("the heartbeat was refused");
@@ -258,14 +253,7 @@ describe("replies of resent calls", () => {
       new Scripts(redis).run(
         sweep,
         [...rc.layout.bucketKeys(bucket), rc.layout.replay(bucket, "test", 0)],
-        [
-          s.presenceWindowMs,
-          s.typingWindowMs,
-          s.keyTtlMs,
-          `${s.eventRosterLimit} ${s.logLength} ${s.leaveGraceMs} ${s.replayWindowMs}`,
-          7,
-          "room",
-        ],
+        [packSettings(s), 7, "room"],
         { batch: 10_000, rooms: 1 },
       );
     const first = await once();

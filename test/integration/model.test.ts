@@ -3,6 +3,7 @@ import fc from "fast-check";
 import { Layout } from "../../src/engine/layout.js";
 import { Scripts } from "../../src/engine/script.js";
 import { reconcile } from "../../src/engine/scripts/reconcile.js";
+import { packSettings } from "../../src/engine/settings.js";
 import { Rollcall, type HeartbeatOutcome } from "../../src/index.js";
 import { parseEvent } from "../../src/protocol/events.js";
 import { smallShards, stopClock } from "../kit/clock.js";
@@ -123,13 +124,7 @@ async function run(graceMs: number, actions: Action[]): Promise<void> {
   const reconciles = new Map<number, { generation: number; named: number; start: number }>();
   const lost = new Map<number, number>();
   const s = rollcall.settings;
-  const shared = [
-    s.presenceWindowMs,
-    s.typingWindowMs,
-    s.keyTtlMs,
-    `${s.eventRosterLimit} ${s.logLength} ${s.leaveGraceMs} ${s.replayWindowMs}`,
-    "",
-  ];
+  const shared = [packSettings(s), ""];
 
   const published = async () => {
     const events = [];

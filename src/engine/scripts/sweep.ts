@@ -21,7 +21,7 @@ export interface SweepReply extends SweepCounts {
 }
 
 /**
- * After the room (ARGV[6]; '' for the bucket's rooms due now): batch, most rooms, and how long
+ * After the room (ARGV[3]; '' for the bucket's rooms due now): batch, most rooms, and how long
  * the calling sweeper pauses between passes (0: none said), which sets how long a gap between
  * sweeps must be to be a stall of Redis (lua/include/stall.lua).
  */
