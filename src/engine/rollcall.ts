@@ -31,13 +31,8 @@ import {
 } from "./scripts/heartbeat.js";
 import { leave, type LeaveResult } from "./scripts/leave.js";
 import { reconcile } from "./scripts/reconcile.js";
-import {
-  readPages,
-  ROSTER_CURSOR,
-  roster,
-  type Roster,
-  type RosterRead,
-} from "./scripts/roster.js";
+import { readPages, roster, type Roster } from "./scripts/roster.js";
+import { RosterPlanner, rosterCursor } from "./rosterPlan.js";
 import { setState, type StateResult } from "./scripts/setState.js";
 import { startTyping, type TypingResult } from "./scripts/startTyping.js";
 import { stats, type BucketStats } from "./scripts/stats.js";
@@ -122,6 +117,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   private readonly scripts: Scripts;
   /** ARGV[1] of every bucket script (lua/include/bucket.lua), packed once. */
   private readonly shared: readonly Arg[];
+  /** How roster() reads each room's pages, from what its last page showed. */
+  private readonly rosters: RosterPlanner;
   private checked: Promise<void> | undefined;
   /** What a read checked against the stored settings, when none were stored yet (see ready). */
   private readable: Promise<void> | undefined;
@@ -129,7 +126,6 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   private readonly instance = randomBytes(6).toString("base64url");
   /** Rooms' member counts and shards as their last roster page gave them: how the next is best
    * read. */
-  private readonly roomSizes = new Map<string, RoomSize>();
   private calls = 0;
   /** Heartbeat calls that failed, by each of their entries, until a batch resends them. */
   private readonly failed = new Map<string, FailedCall>();
@@ -146,8 +142,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     this.metrics = new Metrics(options?.meter);
     this.layout = new Layout(this.settings.prefix, this.settings.buckets);
     this.scripts = new Scripts(redis);
-    const s = this.settings;
-    this.shared = [packSettings(s)];
+    this.rosters = new RosterPlanner(this.layout, this.settings.rosterLimit);
+    this.shared = [packSettings(this.settings)];
   }
 
   /**
@@ -398,56 +394,19 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
    */
   async roster(room: string, options?: { cursor?: string }): Promise<Roster> {
     const { cursor = "" } = knownKeys(options, ["cursor"]);
-    const shard = typeof cursor === "string" ? /^s(\d+):(\d+)$/.exec(cursor) : null;
-    if (
-      typeof cursor !== "string" ||
-      cursor.length > 300 ||
-      !ROSTER_CURSOR.test(cursor) ||
-      (shard !== null && Number(shard[1]) >= Number(shard[2]))
-    ) {
-      invalidOption("cursor must be what a roster() page returned");
-    }
+    const checked = rosterCursor(cursor);
     const { rosterLimit: limit, leaveGraceMs } = this.settings;
     const [key] = this.layout.room(checkId("room", room)).keys;
-    let known = this.roomSizes.get(room);
     // A room resharded between the plan and the read is read again as it now is.
     for (let attempt = 1; ; attempt++) {
-      const read = this.rosterRead(room, cursor, shard, known);
+      const read = this.rosters.plan(room, checked);
       const page = await this.read(roster, room, { room, key, limit, cursor, read, leaveGraceMs });
-      known = { count: page.count, shards: "reshaped" in page ? page.shards : shardsOf(read) };
-      if (this.roomSizes.size >= KEPT) this.roomSizes.clear();
-      this.roomSizes.set(room, known);
+      this.rosters.learn(room, read, page);
       if (!("reshaped" in page)) return page;
       if (attempt === 3) {
         throw new RedisCallError("roster", new Error("the room was resharded on every read"));
       }
     }
-  }
-
-  /**
-   * How to read a roster page: a sharded room a few shards at a time (about rosterLimit members);
-   * a room in its own hash whole when it was last seen small (HGETALL, Redis's cheapest read of
-   * it), else by HSCAN, which returns a small room whole too. `shard`: the cursor's parts when it
-   * names a shard (s<next>:<shards>).
-   */
-  private rosterRead(
-    room: string,
-    cursor: string,
-    shard: RegExpExecArray | null,
-    known: RoomSize | undefined,
-  ): RosterRead {
-    const { rosterLimit: limit } = this.settings;
-    known ??= shard ? { count: NaN, shards: Number(shard[2]) } : undefined;
-    if (known !== undefined && known.shards > 0) {
-      const from = Number(shard?.[2]) === known.shards ? Number(shard![1]) : 0;
-      const each = known.count > 0 ? Math.floor((limit * known.shards) / known.count) : 1;
-      const to = Math.min(known.shards, from + Math.max(1, each));
-      const keys = Array.from({ length: to - from }, (_, i) => this.layout.shard(room, from + i));
-      return { kind: "shards", keys, next: to, of: known.shards };
-    }
-    if (/^\d/.test(cursor)) return { kind: "scan", cursor };
-    if (!shard && known !== undefined && known.count <= limit) return { kind: "whole" };
-    return { kind: "scan", cursor: "0" };
   }
 
   /**
@@ -512,7 +471,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   async mark(room: string): Promise<RoomMark> {
     const { keys } = this.layout.room(checkId("room", room));
     await this.readyToRead();
-    let shards = this.roomSizes.get(room)?.shards ?? 0;
+    let shards = this.rosters.shards(room);
     for (let attempt = 1; ; attempt++) {
       const shardKeys = Array.from({ length: shards }, (_, k) => this.layout.shard(room, k));
       const found = await readMark(this.redis, { room: keys[0], seq: keys[3], shards: shardKeys });
@@ -767,13 +726,4 @@ export function parseLogged(json: string | null): PresenceEvent {
   } catch {
     throw new UnexpectedReplyError("log entry", json);
   }
-}
-
-interface RoomSize {
-  count: number;
-  shards: number;
-}
-
-function shardsOf(read: RosterRead): number {
-  return read.kind === "shards" ? read.of : 0;
 }
