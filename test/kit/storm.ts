@@ -7,6 +7,7 @@ import {
   type RollcallOptions,
   type Subscription,
 } from "../../src/index.js";
+import { sizeOf } from "./stormRooms.js";
 import { eventually } from "./wait.js";
 import { KitChild } from "./child.js";
 import { GatewayChild, type GatewaySetup } from "./gatewayChild.js";
@@ -17,13 +18,6 @@ import type {
 } from "./stormClients.js";
 
 const CLIENTS = "test/kit/stormClients.ts";
-
-/** Socket i's room. */
-export const roomOf = (i: number, roomSize: number) => `storm-${Math.floor(i / roomSize)}`;
-
-/** Members of a room (the last one may be short). */
-export const sizeOf = (room: string, total: number, roomSize: number) =>
-  Math.min(roomSize, total - roomSize * Number(room.slice("storm-".length)));
 
 /**
  * A reconnect storm, end to end: two gateway processes on one Redis, each holding half

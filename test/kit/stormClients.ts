@@ -7,7 +7,7 @@ import WebSocket from "ws";
 import { RollcallClient, type Room } from "../../src/client/index.js";
 import { answer } from "./child.js";
 import { token } from "./gatewayChild.js";
-import { roomOf, sizeOf } from "./storm.js";
+import { roomOf, sizeOf } from "./stormRooms.js";
 
 export interface StormClientsSettings {
   from: number;
