@@ -1,6 +1,6 @@
 // The connection host's own costs (the gateway on src/runtime/host.ts), beside a plain `ws`
-// server doing the same per frame (bench/hostProcess.ts --plain: parse the JSON frame, answer
-// it): CPU per frame, bytes per idle socket and per socket in a room, upgrades per second, and
+// server doing the same per frame (test/kit/gatewayProcess.ts, plain and answering: parse the
+// JSON frame, answer it): CPU per frame, bytes per idle socket and per socket in a room, upgrades per second, and
 // an event's way across two gateways. Every server is a process of its own on loopback; the
 // bench process drives them over raw `ws` sockets and reads their figures over IPC.
 //
@@ -8,25 +8,30 @@
 //
 // With --profile, the gateway under the frame load runs with --cpu-prof (a .cpuprofile in
 // <dir>) and a heap snapshot of the gateway holding its sockets in their rooms is written there.
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
-import { SignJWT } from "jose";
 import { WebSocket, type RawData } from "ws";
 import { startEmbeddedRedis } from "../src/embedded.js";
 import { BEARER_PROTOCOL, SUBPROTOCOL } from "../src/gateway/index.js";
 import type { RollcallOptions } from "../src/index.js";
-import type { HostProcessConfig, HostStats, ToHost } from "./hostProcess.js";
+import { GatewayChild, token } from "../test/kit/gatewayChild.js";
 import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
 import { met, type Row, type Section } from "./section.js";
 
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const SECRET = "the host bench's secret, long enough for HS256";
 /** Nobody expires during a run; a leave is announced at once. */
 const ENGINE: RollcallOptions = { presenceWindowMs: 600_000, leaveGraceMs: 0, prefix: "hb" };
+
+/** A gateway, or (`plain`) the plain server answering frames: each a process of its own. */
+function start(redisUrl: string, plain: boolean, cpuProfileDir?: string): Promise<GatewayChild> {
+  return GatewayChild.start(redisUrl, plain, {
+    engine: ENGINE,
+    answers: plain,
+    ...(cpuProfileDir === undefined ? {} : { cpuProfileDir }),
+  });
+}
 
 export interface HostProfile {
   /** Sockets opened on each server (idle, then joined on the gateway), `opening` at a time. */
@@ -56,83 +61,6 @@ export const HOST_PROFILES: Record<"full" | "smoke", HostProfile> = {
     fanout: { rooms: 5, samples: 50 },
   },
 };
-
-/** A server process, spoken to over IPC. */
-class HostChild {
-  private readonly waiting = new Map<number, (reply: unknown) => void>();
-  private next = 0;
-  readonly exited: Promise<void>;
-
-  private constructor(
-    private readonly child: ChildProcess,
-    readonly url: string,
-  ) {
-    this.exited = new Promise((resolve) => child.once("exit", () => resolve()));
-    child.on("message", (m: { id: number; reply: unknown }) => {
-      this.waiting.get(m.id)?.(m.reply);
-      this.waiting.delete(m.id);
-    });
-  }
-
-  static async start(redisUrl: string, plain: boolean, cpuProfileDir?: string): Promise<HostChild> {
-    const config: HostProcessConfig = { redisUrl, engine: ENGINE, secret: SECRET, plain };
-    const flags = ["--expose-gc"];
-    if (cpuProfileDir) flags.push("--cpu-prof", "--cpu-prof-dir", cpuProfileDir);
-    const child = spawn(process.execPath, [...flags, "--import", "tsx", "bench/hostProcess.ts"], {
-      cwd: ROOT,
-      env: { ...process.env, HOST_PROCESS: JSON.stringify(config) },
-      stdio: ["ignore", "inherit", "inherit", "ipc"],
-    });
-    const port = await new Promise<number>((resolve, reject) => {
-      child.once("exit", (code) => reject(new Error(`a host process exited (${code})`)));
-      child.on("message", (m: { id: number; reply: { port: number } }) => {
-        if (m.id === -1) resolve(m.reply.port);
-      });
-    });
-    const path = plain ? "/" : "/presence";
-    return new HostChild(child, `ws://127.0.0.1:${port}${path}`);
-  }
-
-  request<T>(request: ToHost): Promise<T> {
-    const id = this.next++;
-    return new Promise((resolve) => {
-      this.waiting.set(id, resolve as (reply: unknown) => void);
-      this.child.send({ id, request });
-    });
-  }
-
-  stats(gc = false): Promise<HostStats> {
-    return this.request({ type: "stats", gc });
-  }
-
-  async drained(): Promise<void> {
-    const deadline = performance.now() + 10_000;
-    while ((await this.stats()).connections > 0) {
-      if (performance.now() > deadline) throw new Error("a host process kept sockets open");
-      await sleep(20);
-    }
-  }
-
-  async checkErrors(): Promise<void> {
-    const { errors, firstError } = await this.stats();
-    if (errors > 0) throw new Error(`a host process reported ${errors} errors: ${firstError}`);
-  }
-
-  async stop(): Promise<void> {
-    this.child.send({ id: this.next++, request: { type: "stop" } satisfies ToHost });
-    const killer = setTimeout(() => this.child.kill("SIGKILL"), 8_000);
-    await this.exited;
-    clearTimeout(killer);
-  }
-}
-
-function token(user: string): Promise<string> {
-  return new SignJWT({ rooms: ["*"] })
-    .setProtectedHeader({ alg: "HS256" })
-    .setSubject(user)
-    .setExpirationTime("1h")
-    .sign(new TextEncoder().encode(SECRET));
-}
 
 /** A raw socket speaking the protocol: frames with refs, their replies, the events it hears. */
 class Socket {
@@ -253,7 +181,7 @@ async function socketsRun(
   const heapDir = profile?.heap ? profile.dir : undefined;
   const cpuDir = profile?.heap ? undefined : profile?.dir;
   const kind = plain ? "plain" : "gateway";
-  const server = await HostChild.start(redisUrl, plain);
+  const server = await start(redisUrl, plain);
   try {
     const users = Array.from({ length: p.sockets }, (_, i) => `s${round}-${i}`);
     const jwts = await Promise.all(users.map(token));
@@ -268,21 +196,19 @@ async function socketsRun(
     for (const s of warm) s.close();
     await server.drained();
     const snapshot = async (phase: string) => {
-      if (heapDir)
-        await server.request({ type: "heap", path: `${heapDir}/${kind}-${phase}.heapsnapshot` });
+      if (heapDir) await server.heapSnapshot(`${heapDir}/${kind}-${phase}.heapsnapshot`);
     };
     const base = await server.stats(true);
     await snapshot("base");
     const sockets: Socket[] = [];
-    if (cpuDir) await server.request({ type: "profile" });
+    if (cpuDir) await server.profile();
     const started = performance.now();
     await forEachInFlight(jwts, p.opening, async (jwt) => {
       sockets.push(await Socket.open(server.url, jwt));
     });
     const upgradesPerSec = p.sockets / ((performance.now() - started) / 1000);
     const cpuUsPerUpgrade = ((await server.stats()).cpuUs - base.cpuUs) / p.sockets;
-    if (cpuDir)
-      await server.request({ type: "profile", path: `${cpuDir}/${kind}-upgrades.cpuprofile` });
+    if (cpuDir) await server.profile(`${cpuDir}/${kind}-upgrades.cpuprofile`);
     const open = await server.stats(true);
     if (open.connections !== p.sockets) throw new Error(`held ${open.connections} sockets`);
     await snapshot("open");
@@ -353,7 +279,7 @@ async function framesRun(
   profileDir?: string,
 ): Promise<FramesRuns> {
   const { sockets: count, inFlight, runMs, repeats, rate } = p.frames;
-  const server = await HostChild.start(redisUrl, plain, plain ? undefined : profileDir);
+  const server = await start(redisUrl, plain, plain ? undefined : profileDir);
   const admin = new Redis(redisUrl);
   try {
     const users = Array.from({ length: count }, (_, i) => `f${round}-${i}`);
@@ -476,11 +402,8 @@ function latency(samples: number[]): Latency {
  */
 async function fanoutRun(redisUrl: string, p: HostProfile) {
   const { rooms: roomCount, samples } = p.fanout;
-  const [a, b] = await Promise.all([
-    HostChild.start(redisUrl, false),
-    HostChild.start(redisUrl, false),
-  ]);
-  const plain = await HostChild.start(redisUrl, true);
+  const [a, b] = await Promise.all([start(redisUrl, false), start(redisUrl, false)]);
+  const plain = await start(redisUrl, true);
   try {
     const rooms = Array.from({ length: roomCount }, (_, i) => `fan-${i}`);
     const expected = new Map<string, (at: number) => void>();
@@ -722,7 +645,7 @@ export function hostReport(r: HostResults): string {
   const out = [
     "## The connection host's own costs",
     "",
-    "A `Gateway` (the connection host under its WebSocket adapter: a JWT secret, no Sweeper, pings off, rate limits raised) beside a plain `ws` server doing the same per frame (`bench/hostProcess.ts`, `plain`: it parses each JSON frame and answers it with an ack of its ref, and sends a welcome like the gateway's), each a process of its own on loopback; the bench drives them over raw `ws` sockets. The kinds alternate, two rounds each, and a target (in the Targets table) is held by the best round of each: the machine is shared and noisy, and the rounds below show how much.",
+    "A `Gateway` (the connection host under its WebSocket adapter: a JWT secret, no Sweeper, pings off, rate limits raised) beside a plain `ws` server doing the same per frame (`test/kit/gatewayProcess.ts`, plain with `answers`: it parses each JSON frame and answers it with an ack of its ref, and sends a welcome like the gateway's), each a process of its own on loopback; the bench drives them over raw `ws` sockets. The kinds alternate, two rounds each, and a target (in the Targets table) is held by the best round of each: the machine is shared and noisy, and the rounds below show how much.",
     "",
     WHERE_IT_GOES,
   ];

@@ -34,6 +34,10 @@ export interface GatewaySetup {
   engine?: RollcallOptions;
   limits?: Partial<Limits>;
   gateway?: GatewayProcessConfig["gateway"];
+  /** The plain server answers frames (test/kit/gatewayProcess.ts). */
+  answers?: boolean;
+  /** Runs the process with --cpu-prof, its profile written here when it exits. */
+  cpuProfileDir?: string;
 }
 
 export class GatewayChild {
@@ -54,9 +58,12 @@ export class GatewayChild {
       limits: { ...LIMITS, ...setup.limits },
       pingMs: PING_MS,
       plain,
+      answers: setup.answers ?? false,
       ...(setup.gateway === undefined ? {} : { gateway: setup.gateway }),
     };
-    const kit = KitChild.start(PROCESS, config, ["--expose-gc"]);
+    const flags = ["--expose-gc"];
+    if (setup.cpuProfileDir) flags.push("--cpu-prof", "--cpu-prof-dir", setup.cpuProfileDir);
+    const kit = KitChild.start(PROCESS, config, flags);
     try {
       const { port } = await kit.request<{ port: number }>({ type: "address" }, 20_000);
       return new GatewayChild(kit, `ws://127.0.0.1:${port}/presence`);
@@ -84,10 +91,24 @@ export class GatewayChild {
     );
   }
 
+  /** Writes a heap snapshot of the process to `path`. */
+  async heapSnapshot(path: string): Promise<void> {
+    await this.kit.request({ type: "heap", path } satisfies ToGateway, 120_000);
+  }
+
+  /** Starts the CPU profiler, or (given a path) stops it and writes its profile there. */
+  async profile(path?: string): Promise<void> {
+    await this.kit.request({ type: "profile", path } satisfies ToGateway);
+  }
+
   /** A gateway that reported an error did not do what the bench measured: the run fails. */
   async checkErrors(): Promise<void> {
-    const { errors, firstError } = await this.stats();
-    if (errors > 0) throw new Error(`a gateway process reported ${errors} errors: ${firstError}`);
+    const { errors, unhandled, firstError } = await this.stats();
+    if (errors + unhandled > 0) {
+      throw new Error(
+        `a gateway process reported ${errors} errors, ${unhandled} unhandled rejections: ${firstError}`,
+      );
+    }
   }
 
   /** Waits until the gateway has closed every socket it held (and left their rooms). */

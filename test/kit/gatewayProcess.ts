@@ -4,12 +4,18 @@
 // its memory and CPU (after a full collection when asked), and closes on `stop`; it ends when the
 // bench goes away. With `plain`, a bare `ws` server instead, set up as the gateway sets up its own
 // (no compression, the rollcall.v1 subprotocol, no client tracking): the baseline of what a
-// socket costs before the gateway keeps anything for it.
+// socket costs before the gateway keeps anything for it; with `answers` too, it does per frame
+// what the gateway does at the least (sends a welcome, parses each JSON frame and answers it with
+// an ack of its ref). It also writes a heap snapshot, and starts and stops the CPU profiler, on
+// request.
+import { writeFileSync } from "node:fs";
 import { createServer } from "node:http";
+import { Session } from "node:inspector/promises";
 import type { AddressInfo } from "node:net";
 import { monitorEventLoopDelay } from "node:perf_hooks";
+import { writeHeapSnapshot } from "node:v8";
 import { Redis } from "ioredis";
-import { WebSocketServer } from "ws";
+import { WebSocketServer, type RawData, type WebSocket } from "ws";
 import { Gateway, SUBPROTOCOL, type GatewayOptions, type Limits } from "../../src/gateway/index.js";
 import type { MeterLike } from "../../src/engine/metrics.js";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
@@ -22,13 +28,20 @@ export interface GatewayProcessConfig {
   limits: Partial<Limits>;
   pingMs: number;
   plain?: boolean;
+  /** The plain server answers frames (see above). */
+  answers?: boolean;
   /** Gateway options a bench sets beyond the caps (coalescing, count frames, a Sweeper). */
   gateway?: Pick<GatewayOptions, "coalesce" | "countIntervalMs" | "sweeper">;
 }
 
 export type ToGateway =
   /** Where it listens, once it does. */
-  { type: "address" } | { type: "stats"; gc: boolean; resetLoop?: boolean } | { type: "stop" };
+  | { type: "address" }
+  | { type: "stats"; gc: boolean; resetLoop?: boolean }
+  | { type: "heap"; path: string }
+  /** Starts the CPU profiler, or stops it and writes its profile to `path`. */
+  | { type: "profile"; path?: string }
+  | { type: "stop" };
 
 export interface GatewayStats {
   /** process.memoryUsage(), bytes. */
@@ -69,13 +82,40 @@ const config = answer<GatewayProcessConfig>(async (request: ToGateway) => {
       return { port: server.port };
     case "stats":
       return server.stats(request.gc, request.resetLoop ?? false);
+    case "heap":
+      return writeHeapSnapshot(request.path);
+    case "profile":
+      return profile(request.path);
     case "stop":
       server.stop();
       return null;
   }
 });
 
-/** A bare ws server: sockets accepted and held, nothing else. */
+let inspector: Session | undefined;
+/** Starts the profiler, or (given a path) stops it and writes what it took there. */
+async function profile(path: string | undefined): Promise<null> {
+  if (path === undefined) {
+    inspector = new Session();
+    inspector.connect();
+    await inspector.post("Profiler.enable");
+    await inspector.post("Profiler.start");
+    return null;
+  }
+  const taken = await inspector?.post("Profiler.stop");
+  if (taken) writeFileSync(path, JSON.stringify(taken.profile));
+  inspector?.disconnect();
+  inspector = undefined;
+  return null;
+}
+
+/** Parses a frame and answers it with an ack of its ref (the plain server with `answers`). */
+function answerFrame(this: WebSocket, data: RawData): void {
+  const frame = JSON.parse((data as Buffer).toString("utf8")) as { ref?: string };
+  this.send(JSON.stringify({ type: "ack", ref: frame.ref }), { binary: false });
+}
+
+/** A bare ws server: sockets accepted and held, nothing else (but answers, if asked). */
 async function plainServer(): Promise<{
   port: number;
   connections: () => number;
@@ -88,11 +128,15 @@ async function plainServer(): Promise<{
     handleProtocols: (protocols) => (protocols.has(SUBPROTOCOL) ? SUBPROTOCOL : false),
   });
   let open = 0;
+  let id = 0;
   const server = createServer();
   server.on("upgrade", (request, socket, head) => {
     wss.handleUpgrade(request, socket, head, (ws) => {
       open += 1;
       ws.on("close", () => (open -= 1));
+      if (!config.answers) return;
+      ws.on("message", answerFrame);
+      ws.send(JSON.stringify({ type: "welcome", user: "plain", connection: String(id++) }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
