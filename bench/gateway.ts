@@ -1,12 +1,8 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import WebSocket, { type RawData } from "ws";
-import { Rollcall, type PresenceEvent, type RollcallOptions } from "../src/index.js";
-import {
-  BEARER_PROTOCOL,
-  SUBPROTOCOL,
-  type ClientFrame,
-  type ServerFrame,
-} from "../src/gateway/index.js";
+import WebSocket from "ws";
+import { Rollcall, type RollcallOptions } from "../src/index.js";
+import { BEARER_PROTOCOL, SUBPROTOCOL } from "../src/gateway/index.js";
+import { acrossGateways, BenchSocket, openAll } from "./benchSocket.js";
 import { forEachInFlight } from "./drive.js";
 import { fanout, Inbox } from "./fanout.js";
 import { number, percent, percentileCells, PERCENTILES, ratio, table } from "./format.js";
@@ -26,6 +22,7 @@ import {
   info,
   percentiles,
   redisCpuSeconds,
+  scriptCalls,
   type Percentiles,
 } from "./stats.js";
 
@@ -192,80 +189,6 @@ async function benchGateway(
   }
 }
 
-/** A gateway process, and its answers over IPC. */
-/** What a bench sets of a gateway process beyond the gateway bench's own choices. */
-
-type Request = Exclude<ClientFrame, { type: "heartbeat" }> | { type: "heartbeat"; ref?: string };
-
-/** A raw `ws` socket speaking the protocol: cheaper than the client, which keeps a replica. */
-class BenchSocket {
-  /** Every event frame the socket receives, with its arrival time. */
-  onEvent: ((event: PresenceEvent, at: number) => void) | undefined;
-  private readonly waiting = new Map<string, [(frame: ServerFrame) => void, (e: Error) => void]>();
-  private refs = 0;
-
-  private constructor(
-    readonly ws: WebSocket,
-    readonly user: string,
-  ) {}
-
-  /** Opens a socket as `user`; resolves on the gateway's welcome frame. */
-  static async open(url: string, user: string): Promise<BenchSocket> {
-    const ws = new WebSocket(url, [SUBPROTOCOL, BEARER_PROTOCOL + (await token(user))], {
-      perMessageDeflate: false,
-    });
-    const socket = new BenchSocket(ws, user);
-    return new Promise((resolve, reject) => {
-      ws.on("error", (error) => {
-        reject(error);
-        socket.failAll(error);
-      });
-      ws.once("close", (code) => socket.failAll(new Error(`socket of ${user} closed (${code})`)));
-      ws.on("message", (data: RawData) => {
-        const at = performance.now();
-        const frame = JSON.parse((data as Buffer).toString("utf8")) as ServerFrame;
-        if (frame.type === "welcome") resolve(socket);
-        else socket.receive(frame, at);
-      });
-    });
-  }
-
-  /** Sends a frame with a fresh ref; resolves with its reply (ack or snapshot), rejects on error. */
-  request(frame: Request): Promise<ServerFrame> {
-    const ref = (this.refs++).toString(36);
-    return new Promise((resolve, reject) => {
-      this.waiting.set(ref, [resolve, reject]);
-      this.ws.send(JSON.stringify({ ...frame, ref }));
-    });
-  }
-
-  close(): void {
-    this.ws.close();
-  }
-
-  private receive(frame: ServerFrame, at: number): void {
-    if (frame.type === "event") {
-      this.onEvent?.(frame.event, at);
-      return;
-    }
-    const ref = "ref" in frame ? frame.ref : undefined;
-    const waiter = ref === undefined ? undefined : this.waiting.get(ref);
-    if (!waiter) {
-      if (frame.type === "error") this.failAll(new Error(`${frame.code}: ${frame.message}`));
-      return;
-    }
-    this.waiting.delete(ref!);
-    if (frame.type === "error") waiter[1](new Error(`${frame.code}: ${frame.message}`));
-    else waiter[0](frame);
-  }
-
-  private failAll(error: Error): void {
-    for (const [, reject] of this.waiting.values()) reject(error);
-    this.waiting.clear();
-  }
-}
-
-/** Opens one socket per user, `inFlight` handshakes at a time. */
 /**
  * One gateway as users run it (default options, its own Sweeper) but for the presence window,
  * sockets joined to one room each: every EVAL and EVALSHA Redis runs over `runMs`, per
@@ -287,13 +210,9 @@ async function callsPerHeartbeat(lab: Lab, config: GatewayProfile): Promise<Gate
     await forEachInFlight(joins, config.opening, ({ socket, room }) =>
       socket.request({ type: "join", room }),
     );
-    const scriptCalls = async () => {
-      const stats = await commandStats(lab.admin);
-      return (stats.get("evalsha")?.calls ?? 0) + (stats.get("eval")?.calls ?? 0);
-    };
-    const before = { at: performance.now(), calls: await scriptCalls() };
+    const before = { at: performance.now(), calls: await scriptCalls(lab.admin) };
     await sleep(runMs);
-    const after = { at: performance.now(), calls: await scriptCalls() };
+    const after = { at: performance.now(), calls: await scriptCalls(lab.admin) };
     const seconds = (after.at - before.at) / 1000;
     const heartbeats = (count * seconds * 1000) / (presenceWindowMs / 3);
     const counted = await Promise.all(
@@ -315,14 +234,6 @@ async function callsPerHeartbeat(lab: Lab, config: GatewayProfile): Promise<Gate
   } finally {
     await gateway.stop();
   }
-}
-
-async function openAll(url: string, users: readonly string[], inFlight: number) {
-  const sockets: BenchSocket[] = [];
-  await forEachInFlight(users, inFlight, async (user) => {
-    sockets.push(await BenchSocket.open(url, user));
-  });
-  return sockets;
 }
 
 /**
@@ -504,28 +415,13 @@ async function gatewayFanout(
         engine.heartbeat(m.room, m.user, m.connection),
       );
       lab.release(client);
-      const watchers = await openAll(
-        b.url,
-        rooms.map((_, i) => `watcher-${i}`),
-        16,
-      );
-      await Promise.all(
-        watchers.map((w, i) => {
-          w.onEvent = (event, at) => inbox.deliver(`${event.type} ${event.room} ${event.user}`, at);
-          return w.request({ type: "join", room: rooms[i]! });
-        }),
-      );
-      const residents = await openAll(
-        a.url,
-        rooms.map((_, i) => `resident-${i}`),
-        16,
-      );
-      await Promise.all(residents.map((r, i) => r.request({ type: "join", room: rooms[i]! })));
       const pool = Math.min(10, samples);
-      const senders = await openAll(
+      const { watchers, residents, senders } = await acrossGateways(
         a.url,
-        Array.from({ length: pool }, (_, i) => `newcomer-${i}`),
+        b.url,
+        rooms,
         pool,
+        (key, at) => inbox.deliver(key, at),
       );
       return [[...watchers, ...residents], senders] as const;
     },

@@ -12,11 +12,12 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Redis } from "ioredis";
-import { WebSocket, type RawData } from "ws";
 import { startEmbeddedRedis } from "../src/embedded.js";
-import { BEARER_PROTOCOL, SUBPROTOCOL } from "../src/gateway/index.js";
 import type { RollcallOptions } from "../src/index.js";
 import { GatewayChild, token } from "../test/kit/gatewayChild.js";
+import { acrossGateways, BenchSocket, openAll } from "./benchSocket.js";
+import { forEachInFlight } from "./drive.js";
+import { scriptCalls } from "./stats.js";
 import type { Lab } from "./lab.js";
 import type { Progress } from "./progress.js";
 import { met, type Row, type Section } from "./section.js";
@@ -61,97 +62,6 @@ export const HOST_PROFILES: Record<"full" | "smoke", HostProfile> = {
     fanout: { rooms: 5, samples: 50 },
   },
 };
-
-/** A raw socket speaking the protocol: frames with refs, their replies, the events it hears. */
-class Socket {
-  onEvent: ((key: string, at: number) => void) | undefined;
-  private readonly waiting = new Map<string, [(frame: unknown) => void, (e: Error) => void]>();
-  private refs = 0;
-
-  private constructor(readonly ws: WebSocket) {}
-
-  static open(url: string, jwt: string): Promise<Socket> {
-    const ws = new WebSocket(url, [SUBPROTOCOL, BEARER_PROTOCOL + jwt], {
-      perMessageDeflate: false,
-    });
-    const socket = new Socket(ws);
-    return new Promise((resolve, reject) => {
-      ws.on("error", (error) => {
-        reject(error);
-        socket.failAll(error);
-      });
-      ws.once("close", (code) => socket.failAll(new Error(`a socket closed (${code})`)));
-      ws.on("message", (data: RawData) => {
-        const at = performance.now();
-        const frame = JSON.parse((data as Buffer).toString("utf8")) as Record<string, unknown>;
-        if (frame.type === "welcome") resolve(socket);
-        else socket.receive(frame, at);
-      });
-    });
-  }
-
-  request(frame: Record<string, unknown>): Promise<unknown> {
-    const ref = (this.refs++).toString(36);
-    return new Promise((resolve, reject) => {
-      this.waiting.set(ref, [resolve, reject]);
-      this.ws.send(JSON.stringify({ ...frame, ref }));
-    });
-  }
-
-  close(): void {
-    this.ws.close();
-  }
-
-  private receive(frame: Record<string, unknown>, at: number): void {
-    if (frame.type === "event") {
-      const e = frame.event as { type: string; room: string; user: string };
-      this.onEvent?.(`${e.type} ${e.room} ${e.user}`, at);
-      return;
-    }
-    const ref = frame.ref as string | undefined;
-    const waiter = ref === undefined ? undefined : this.waiting.get(ref);
-    if (!waiter) return;
-    this.waiting.delete(ref!);
-    if (frame.type === "error")
-      waiter[1](new Error(`${String(frame.code)}: ${String(frame.message)}`));
-    else waiter[0](frame);
-  }
-
-  private failAll(error: Error): void {
-    for (const [, reject] of this.waiting.values()) reject(error);
-    this.waiting.clear();
-  }
-}
-
-async function forEachInFlight<T>(
-  items: readonly T[],
-  inFlight: number,
-  work: (item: T) => Promise<unknown>,
-) {
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) await work(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(inFlight, items.length) }, worker));
-}
-
-async function openAll(url: string, users: readonly string[], inFlight: number): Promise<Socket[]> {
-  const jwts = await Promise.all(users.map(token));
-  const sockets: Socket[] = [];
-  await forEachInFlight(jwts, inFlight, async (jwt) => {
-    sockets.push(await Socket.open(url, jwt));
-  });
-  return sockets;
-}
-
-/** EVALSHA and EVAL calls Redis has run. */
-async function scriptCalls(admin: Redis): Promise<number> {
-  const info = await admin.info("commandstats");
-  let calls = 0;
-  for (const match of info.matchAll(/^cmdstat_(?:evalsha|eval):calls=(\d+)/gm))
-    calls += Number(match[1]);
-  return calls;
-}
 
 function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
@@ -200,11 +110,11 @@ async function socketsRun(
     };
     const base = await server.stats(true);
     await snapshot("base");
-    const sockets: Socket[] = [];
+    const sockets: BenchSocket[] = [];
     if (cpuDir) await server.profile();
     const started = performance.now();
     await forEachInFlight(jwts, p.opening, async (jwt) => {
-      sockets.push(await Socket.open(server.url, jwt));
+      sockets.push(await BenchSocket.withToken(server.url, jwt));
     });
     const upgradesPerSec = p.sockets / ((performance.now() - started) / 1000);
     const cpuUsPerUpgrade = ((await server.stats()).cpuUs - base.cpuUs) / p.sockets;
@@ -341,7 +251,7 @@ async function framesRun(
 
     // Paced: frames go out as the clock says they are due, round the sockets (none waits for
     // an answer; a socket more than `inFlight` × 4 behind skips its turn).
-    const outstanding = new Map<Socket, number>();
+    const outstanding = new Map<BenchSocket, number>();
     const started = performance.now();
     let sent = 0;
     let next = 0;
@@ -407,27 +317,12 @@ async function fanoutRun(redisUrl: string, p: HostProfile) {
   try {
     const rooms = Array.from({ length: roomCount }, (_, i) => `fan-${i}`);
     const expected = new Map<string, (at: number) => void>();
-    const watchers = await openAll(
+    const { watchers, residents, senders } = await acrossGateways(
+      a.url,
       b.url,
-      rooms.map((_, i) => `watcher-${i}`),
-      16,
-    );
-    await Promise.all(
-      watchers.map((w, i) => {
-        w.onEvent = (key, at) => expected.get(key)?.(at);
-        return w.request({ type: "join", room: rooms[i]! });
-      }),
-    );
-    const residents = await openAll(
-      a.url,
-      rooms.map((_, i) => `resident-${i}`),
-      16,
-    );
-    await Promise.all(residents.map((r, i) => r.request({ type: "join", room: rooms[i]! })));
-    const senders = await openAll(
-      a.url,
-      Array.from({ length: 10 }, (_, i) => `newcomer-${i}`),
+      rooms,
       10,
+      (key, at) => expected.get(key)?.(at),
     );
     const series = { join: [] as number[], typing: [] as number[], leave: [] as number[] };
     const time = async (key: string, out: number[] | undefined, frame: () => Promise<unknown>) => {

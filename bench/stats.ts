@@ -81,6 +81,12 @@ export async function commandStats(redis: Redis): Promise<Map<string, CommandSta
   return stats;
 }
 
+/** EVALSHA and EVAL calls Redis has run. */
+export async function scriptCalls(redis: Redis): Promise<number> {
+  const stats = await commandStats(redis);
+  return (stats.get("evalsha")?.calls ?? 0) + (stats.get("eval")?.calls ?? 0);
+}
+
 /** Zeroes INFO commandstats, errorstats and latencystats: what follows is counted alone. */
 export async function resetStats(redis: Redis): Promise<void> {
   await redis.config("RESETSTAT");
