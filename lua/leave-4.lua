@@ -1,6 +1,6 @@
 #!lua flags=allow-oom
 --[[
-  Removes one connection of a user (the clean disconnect). When that was the user's last live
+  Removes one connection of a user (the clean disconnect), visible or invisible. When that was the user's last live
   connection, the user's typing stops with it and 'leave' (reason explicit) is published, or,
   with a leave grace, will be when the grace ends unless a connection comes back first.
 
@@ -18,10 +18,19 @@ local resent = keptReply()
 if resent then
   return resent
 end
-local r, user, conn = openRoom(ARGV[3]), ARGV[4], ARGV[5]
+local user, conn = ARGV[4], ARGV[5]
 
-local rec = Presence.expireOverdue(r, user, Presence.load(r, user))
-local slot = rec and Presence.findConnection(rec, conn)
+-- The connection, in the room, or else among its invisible connections (its hidden room, see
+-- events): the caller need not know which it was.
+local r, rec, slot
+for _, name in ipairs({ ARGV[3], '\1' .. ARGV[3] }) do
+  r = openRoom(name)
+  rec = Presence.expireOverdue(r, user, Presence.load(r, user))
+  slot = rec and Presence.findConnection(rec, conn)
+  if slot then
+    break
+  end
+end
 if not slot then
   return { OUTCOME.absent, 0, '' }
 end

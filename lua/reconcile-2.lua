@@ -31,7 +31,8 @@ local rooms, users, conns, typing, restored = 0, 0, 0, 0, 0
 for i = 5, #ARGV do
   local r = openRoom(ARGV[i])
   local m = Meta.read(r)
-  if m and m.gen ~= gen then
+  -- A hidden room (see events) counts nowhere but in its own meta.
+  if m and m.gen ~= gen and string.byte(r.name, 1) ~= 1 then
     m.gen = gen
     Meta.write(r)
     rooms, users, conns, typing = rooms + 1, users + m.users, conns + m.conns, typing + m.typing

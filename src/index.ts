@@ -1,4 +1,5 @@
 export { Rollcall, type Heartbeat, type HeartbeatOutcome } from "./engine/rollcall.js";
+export { STATUS_LIMIT, type UserStatus } from "./engine/users.js";
 export type { RollcallOptions, Settings } from "./engine/settings.js";
 export { COMMAND_TIMEOUT_MS, REDIS_OPTIONS } from "./engine/redisOptions.js";
 export type { HeartbeatFailure, HeartbeatResult } from "./engine/scripts/heartbeat.js";

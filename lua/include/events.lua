@@ -7,6 +7,11 @@
   message before that field (closed), and the key again. The key is never published;
   subscribers read it (an engine call) and check every message, so that nothing that can merely
   publish to Redis can put an event in a room.
+  A hidden room (its name starts with byte 1: the invisible connections of a room, see
+  heartbeat) publishes nothing, and its members' joins and leaves make no user change.
+  A visible member's join and leave also go to the bucket's user changes ('<tag>:ux', a stream),
+  in the same call: what the users script applies to their status (see users), whoever drains
+  them, so that no change of a user's rooms is lost with the process that made it.
 ]]
 -- @include "options"
 -- @include "meta"
@@ -17,6 +22,9 @@ local Events = defineModule('Events', function(bucket)
   -- Publishes one event of room `r`; `extra` is its type's own fields as ',"name":value...'.
   -- Returns its seq, epoch and the epoch's ordinal.
   local function publish(r, user, kind, extra)
+    if string.byte(r.name, 1) == 1 then
+      return
+    end
     local epoch, ordinal, key = Epoch.current()
     local m = Meta.read(r)
     local prev = m.seq
@@ -35,6 +43,17 @@ local Events = defineModule('Events', function(bucket)
     local mac = redis.sha1hex(key .. event .. key)
     rcall('SPUBLISH', bucket.tag .. ':room:' .. r.name, string.sub(event, 1, -2) .. ',"mac":"' .. mac .. '"}')
     return seq, epoch, ordinal
+  end
+
+  -- A visible member of `r` joined ('+') or left ('-') with the event numbered (ordinal, seq):
+  -- the change, for the user's status, with when it happened (a leave: when the member's last
+  -- connection ended, which the grace or an expiry can precede by a while).
+  local function userChange(r, user, sign, at, seq, ordinal)
+    if seq then
+      local changes = bucket.tag .. ':ux'
+      rcall('XADD', changes, '*', 'c', sign .. '\n' .. at .. '\n' .. ordinal .. '\n' .. seq .. '\n' .. user .. '\n' .. r.name)
+      rcall('PEXPIRE', changes, bucket.keyTtl)
+    end
   end
 
   -- One encode for the list (cjson writes an empty table as {}).
@@ -58,6 +77,7 @@ local Events = defineModule('Events', function(bucket)
 
   return {
     publish = publish,
+    userChange = userChange,
     rosterFragment = rosterFragment,
     stateFragment = stateFragment,
     reasonFragment = reasonFragment,

@@ -54,6 +54,10 @@ local Meta = defineModule('Meta', function(bucket)
 
   -- Adds to the bucket's count `name` (and a reconcile's, when it counted the room already).
   local function addToBucket(r, name, delta)
+    -- A hidden room's members are counted nowhere but in its own meta.
+    if string.byte(r.name, 1) == 1 then
+      return
+    end
     rcall('HINCRBY', seqKey, name, delta)
     local gen = activeReconcile()
     if gen ~= 0 and r.meta and r.meta.gen == gen then

@@ -53,9 +53,10 @@ local Presence = defineModule('Presence', function(bucket)
     return rec.t and rec.t + typingWindow <= now and 'expired' or 'left'
   end
 
-  -- The member leaves, with the connections its record still holds: a typing mark never
-  -- outlives presence, so it stops first. Returns the leave's seq, epoch and ordinal.
-  local function removeMember(r, user, rec, reason)
+  -- The member leaves, with the connections its record still holds, the last of which ended at
+  -- `at`: a typing mark never outlives presence, so it stops first. Returns the leave's seq,
+  -- epoch and ordinal.
+  local function removeMember(r, user, rec, reason, at)
     endTyping(r, user, rec, typingEnd(rec))
     rcall('HDEL', recordKey(r, user), user)
     Meta.adjust(r, -1, -#rec.ids, 0)
@@ -66,6 +67,7 @@ local Presence = defineModule('Presence', function(bucket)
     end
     local seq, epoch, ordinal =
       Events.publish(r, user, 'leave', Events.reasonFragment(reason) .. Events.rosterFragment(r))
+    Events.userChange(r, user, '-', at, seq, ordinal)
     local count = Members.count(r)
     if count == 0 then
       Members.dropRoom(r)
@@ -85,7 +87,7 @@ local Presence = defineModule('Presence', function(bucket)
   local function lastConnectionGone(r, user, rec, reason, at)
     local leaveGrace = bucket.leaveGrace
     if leaveGrace == 0 or at + leaveGrace <= now then
-      return nil, removeMember(r, user, rec, reason)
+      return nil, removeMember(r, user, rec, reason, at)
     end
     endTyping(r, user, rec, typingEnd(rec))
     rec.g, rec.r = at + leaveGrace, reason
@@ -102,7 +104,7 @@ local Presence = defineModule('Presence', function(bucket)
   -- leaves, stops.
   local function expire(r, user, rec)
     if rec.g then
-      removeMember(r, user, rec, rec.r)
+      removeMember(r, user, rec, rec.r, rec.g - bucket.leaveGrace)
       return nil, 0, 1, 0
     end
     local ids, beats = {}, {}

@@ -111,6 +111,26 @@ export class Layout {
     return `${this.tag(bucket)}:r:${instance}:${generation.toString(36)}`;
   }
 
+  /** The bucket a user's status lives in (users and rooms share the buckets and their tags). */
+  userBucket(user: string): number {
+    return bucketOf(user, this.buckets);
+  }
+
+  /** A user's status: a string (see lua/users-3.lua); the rooms they are in are at `:q:`. */
+  userStatus(user: string): string {
+    return `${this.tag(this.userBucket(user))}:p:${user}`;
+  }
+
+  /** The bucket's user changes (a stream): its rooms' visible joins and leaves, to apply. */
+  userChanges(bucket: number): string {
+    return `${this.tag(bucket)}:ux`;
+  }
+
+  /** The channel of the bucket's users' status transitions (sharded, in the bucket's slot). */
+  usersChannel(bucket: number): string {
+    return `${this.tag(bucket)}:users`;
+  }
+
   /** The settings every instance of the deployment must share. */
   get deployment(): string {
     return `${this.prefix}:deployment`;

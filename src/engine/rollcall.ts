@@ -38,6 +38,15 @@ import { startTyping, type TypingResult } from "./scripts/startTyping.js";
 import { stats, type BucketStats } from "./scripts/stats.js";
 import { stopTyping, type StopTypingResult } from "./scripts/stopTyping.js";
 import { sweep, type SweepCounts, type SweepReply } from "./scripts/sweep.js";
+import { users } from "./scripts/users.js";
+import {
+  readSnapshot,
+  readStatuses,
+  STATUS_LIMIT,
+  UserChangeDrain,
+  type StatusSnapshot,
+  type UserStatus,
+} from "./users.js";
 import {
   deploymentFields,
   differences,
@@ -87,6 +96,12 @@ export interface Heartbeat {
   state?: MemberState;
   /** Most members the room may hold: a user not present cannot join a full room. */
   capacity?: number;
+  /**
+   * The connection is invisible: its user appears in no roster, count, event or status of the
+   * room on its account (a user with a visible connection in the room is present all the same).
+   * A connection keeps the visibility it first beat with, until it leaves.
+   */
+  invisible?: boolean;
 }
 
 /**
@@ -129,6 +144,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   private calls = 0;
   /** Heartbeat calls that failed, by each of their entries, until a batch resends them. */
   private readonly failed = new Map<string, FailedCall>();
+  /** Applies the user changes of joins and leaves to the users' status (see applyUserChanges). */
+  private readonly userChanges: UserChangeDrain;
   /** ready() has resolved: calls go on without awaiting it. */
   private deploymentChecked = false;
 
@@ -144,6 +161,16 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     this.scripts = new Scripts(redis);
     this.rosters = new RosterPlanner(this.layout, this.settings.rosterLimit);
     this.shared = [packSettings(this.settings)];
+    this.userChanges = new UserChangeDrain(redis, this.layout, async (bucket, changes) => {
+      const { retentionMs } = this;
+      const made = await this.run(users, bucket, { kind: "write" }, [], { retentionMs, changes });
+      return made.online + made.offline;
+    });
+  }
+
+  /** How long a user's last-seen time is kept after they went offline. */
+  private get retentionMs(): number {
+    return this.settings.userRetentionMs;
   }
 
   /**
@@ -193,10 +220,10 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     room: string,
     user: string,
     connection: string,
-    options?: { state?: MemberState; capacity?: number },
+    options?: { state?: MemberState; capacity?: number; invisible?: boolean },
   ): Promise<HeartbeatResult> {
-    const { state, capacity } = knownKeys(options, ["state", "capacity"]);
-    const asked: Heartbeat = { room, user, connection, state, capacity };
+    const { state, capacity, invisible } = knownKeys(options, ["state", "capacity", "invisible"]);
+    const asked: Heartbeat = { room, user, connection, state, capacity, invisible };
     const entry = this.entry(asked);
     // While no call waits for a resend, the entry goes straight into a call of its own: what
     // heartbeatMany would send for it, without a batch's grouping.
@@ -207,7 +234,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
             {
               call: this.heartbeatCall(
                 this.layout.room(room).bucket,
-                [{ room, entries: [entry] }],
+                [{ room: storedRoom(asked), entries: [entry] }],
                 1,
               ),
               at: [0],
@@ -217,6 +244,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
           );
     const outcome = outcomes[0]!;
     if (outcome.error) throw outcome.error;
+    if (outcome.joined) this.drainUserChanges(this.layout.room(room).bucket);
     return outcome;
   }
 
@@ -251,6 +279,11 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     // Each call's outcomes come in its order (room by room): back to the order given.
     const outcomes = new Array<HeartbeatOutcome>(heartbeats.length);
     parts.forEach((part, k) => sends[k]!.at.forEach((a, i) => (outcomes[a] = part[i]!)));
+    sends.forEach(({ call }, k) => {
+      if (parts[k]!.some((outcome) => !outcome.error && outcome.joined)) {
+        this.drainUserChanges(call.bucket);
+      }
+    });
     return outcomes;
   }
 
@@ -322,9 +355,10 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       size: number;
     };
     const open = new Map<number, Open[]>();
-    heartbeats.forEach(({ room }, at) => {
+    heartbeats.forEach((h, at) => {
       if (taken.has(at)) return;
-      const { bucket } = this.layout.room(room);
+      const { bucket } = this.layout.room(h.room);
+      const room = storedRoom(h);
       const list = open.get(bucket) ?? [];
       open.set(bucket, list);
       let chunk = list.at(-1);
@@ -365,6 +399,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       user: checkId("user", user),
       connection: this.connection(connection),
     });
+    if (result.left) this.drainUserChanges(this.layout.room(room).bucket);
     return this.published("leave", result);
   }
 
@@ -524,9 +559,60 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     integer("everyMs", everyMs, 0, 86_400_000);
     const input = { batch, rooms, everyMs };
     const swept = await this.run(sweep, bucket, { kind: "change" }, [""], input);
+    if (swept.leaves > 0) this.drainUserChanges(bucket);
     this.metrics.add("rollcall.events", swept.leaves, { type: "leave" });
     this.metrics.add("rollcall.events", swept.typingStops, { type: "typing-stop" });
     return swept;
+  }
+
+  /**
+   * Whether each user is online anywhere in the deployment, since when, and when last seen, in
+   * the order given (at most STATUS_LIMIT users): plain reads of each user's status, one MGET
+   * (one per bucket on a Cluster). A status follows the visible joins and leaves of rooms (a
+   * leave grace included: a reload within it changes nothing), applied right after the calls
+   * that make them, and by every Sweeper pass after a crash in between.
+   */
+  async status(users: readonly string[]): Promise<UserStatus[]> {
+    const list: unknown = users;
+    if (!Array.isArray(list)) invalidOption("status takes an array of user ids");
+    if (users.length > STATUS_LIMIT) {
+      invalidOption(`status takes at most ${STATUS_LIMIT} users, got ${users.length}`);
+    }
+    for (const user of users) checkId("user", user);
+    if (users.length === 0) return [];
+    await this.readyToRead();
+    return readStatuses(this.redis, this.layout, users);
+  }
+
+  /**
+   * @internal The statuses of users of one bucket with where its users channel stood: what a
+   * follower of the channel applies later transitions to.
+   */
+  async statusSnapshot(bucket: number, users: readonly string[]): Promise<StatusSnapshot> {
+    await this.readyToRead();
+    return readSnapshot(this.redis, this.layout, bucket, users);
+  }
+
+  /**
+   * Applies a bucket's pending user changes (its rooms' visible joins and leaves) to the status
+   * of their users; resolves to the online and offline transitions they made. Calls that join or
+   * leave start it themselves; a Sweeper runs it for every bucket on each pass, so that changes
+   * left behind by a process that died in between are applied too. Any number of instances may
+   * run it at once: each change is applied once.
+   */
+  applyUserChanges(bucket: number): Promise<number> {
+    integer("bucket", bucket, 0, this.settings.buckets - 1);
+    return this.userChanges.drain(bucket);
+  }
+
+  /** The bucket a user's status lives in: its transitions go on that bucket's users channel. */
+  userBucket(user: string): number {
+    return this.layout.userBucket(checkId("user", user));
+  }
+
+  /** @internal The pub/sub channel of a bucket's users' online and offline transitions. */
+  usersChannel(bucket: number): string {
+    return this.layout.usersChannel(bucket);
   }
 
   /**
@@ -656,14 +742,18 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
 
   /** A heartbeat as the script takes it, checked. */
   private entry(h: Heartbeat): HeartbeatEntry {
-    const { room, user, connection, state, capacity } = knownKeys(h, [
+    const { room, user, connection, state, capacity, invisible } = knownKeys(h, [
       "room",
       "user",
       "connection",
       "state",
       "capacity",
+      "invisible",
     ]);
     checkId("room", room);
+    if (invisible !== undefined && typeof invisible !== "boolean") {
+      invalidOption(`invisible must be a boolean, got ${typeof invisible}`);
+    }
     const encoded = state === undefined ? "" : this.encode(state);
     const limit = capacity === undefined ? 0 : integer("capacity", capacity, 1, 1_000_000_000);
     return {
@@ -671,6 +761,14 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       connection: this.connection(connection),
       options: encoded === "" && limit === 0 ? "" : `${limit}:${encoded}`,
     };
+  }
+
+  /**
+   * Applies the bucket's user changes in the background: a failure leaves them in Redis for the
+   * next drain (a Sweeper's pass, at the latest), and is not the caller's to handle.
+   */
+  private drainUserChanges(bucket: number): void {
+    this.userChanges.drain(bucket).catch(() => {});
   }
 
   private published<T extends { event: EventId | null }>(type: EventType, result: T): T {
@@ -709,8 +807,17 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
 }
 
 /** A heartbeat entry's identity, all that a call sends of it: what a resend must find again. */
-function entryId({ room, user, connection }: Heartbeat, { options }: HeartbeatEntry): string {
-  return JSON.stringify([room, user, connection, options]);
+function entryId(h: Heartbeat, { options }: HeartbeatEntry): string {
+  return JSON.stringify([storedRoom(h), h.user, h.connection, options]);
+}
+
+/**
+ * The room as the heartbeat script names it: an invisible connection's goes to the room's
+ * hidden room, its name after byte 1 (no room id holds a control character), in the same
+ * bucket, which publishes and counts nothing (lua/include/events.lua).
+ */
+function storedRoom({ room, invisible }: Heartbeat): string {
+  return invisible === true ? `\u0001${room}` : room;
 }
 
 function addCounts(to: SweepCounts, from: SweepCounts): void {

@@ -26,6 +26,11 @@ export interface RollcallOptions {
    * Default 5 000: a reload or a network switch, with a reconnect's first retries.
    */
   leaveGraceMs?: number;
+  /**
+   * How long a user's last-seen time is kept once they went offline (see Rollcall.status).
+   * Default 30 days.
+   */
+  userRetentionMs?: number;
   /** Events kept in each bucket's log (a Redis stream, trimmed to about this many); 0: no log. Default 0. */
   logLength?: number;
   /** An OpenTelemetry Meter: rollcall records its metrics through it (none without one). */
@@ -46,6 +51,7 @@ export const DEFAULTS: Settings = {
   replayWindowMs: 30_000,
   leaveGraceMs: 5_000,
   logLength: 0,
+  userRetentionMs: 30 * 86_400_000,
 };
 
 /** Bumped whenever what rollcall stores in Redis changes shape. */
@@ -86,6 +92,7 @@ export function resolveSettings(options?: RollcallOptions): Settings {
     replayWindowMs: integer("replayWindowMs", o.replayWindowMs, 1_000, DAY),
     leaveGraceMs: integer("leaveGraceMs", o.leaveGraceMs, 0, 3_600_000),
     logLength: integer("logLength", o.logLength, 0, 100_000_000),
+    userRetentionMs: integer("userRetentionMs", o.userRetentionMs, 1_000, 366 * DAY),
   };
   if (settings.typingWindowMs >= settings.presenceWindowMs) {
     invalidOption("typingWindowMs must be shorter than presenceWindowMs");

@@ -30,6 +30,8 @@ export interface PassStats extends SweepCounts {
   /** How long the longest overdue room had been due when the pass found it: the sweep's lag. */
   lagMs: number;
   durationMs: number;
+  /** Users who went online or offline by the user changes the pass applied (see applyUserChanges). */
+  statusChanges: number;
 }
 
 interface SweeperEvents {
@@ -107,6 +109,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       leaves: 0,
       typingStops: 0,
       durationMs: 0,
+      statusChanges: 0,
     };
     // A bucket that fails (a record no script can read) must not keep the others from being
     // swept: every bucket is tried, and the pass reports the first failure at its end.
@@ -126,6 +129,8 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
         stats.typingStops += swept.typingStops;
         failure ??= swept.failure;
       } while (swept.more && !this.loop.stopped);
+      // What this pass's leaves changed, and what a process that died left unapplied.
+      stats.statusChanges += await this.rollcall.applyUserChanges(bucket);
       if (failure !== null)
         throw new RedisCallError(`sweep of bucket ${bucket}`, new Error(failure));
     };
