@@ -1,5 +1,6 @@
 export { Rollcall, type Heartbeat, type HeartbeatOutcome } from "./engine/rollcall.js";
-export { STATUS_LIMIT, type UserStatus } from "./engine/users.js";
+export { STATUS_LIMIT } from "./engine/users.js";
+export type { UserStatus, StatusChange } from "./protocol/users.js";
 export type { RollcallOptions, Settings } from "./engine/settings.js";
 export { COMMAND_TIMEOUT_MS, REDIS_OPTIONS } from "./engine/redisOptions.js";
 export type { HeartbeatFailure, HeartbeatResult } from "./engine/scripts/heartbeat.js";
@@ -20,6 +21,7 @@ export {
   type PresenceListener,
 } from "./runtime/subscriber.js";
 export { RoomWatch, type SyncReason } from "./runtime/watch.js";
+export { UserWatch, WATCHED_USERS } from "./runtime/userWatch.js";
 export {
   LogConsumer,
   type LogConsumerOptions,

@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { InvalidInputError } from "../protocol/errors.js";
 import { resolveSettings } from "../engine/settings.js";
+import { STATUS_LIMIT } from "../engine/users.js";
 import { badValue, usageError } from "./errors.js";
 
 export const USAGE = `Usage: rollcall [--redis URL | --cluster HOST:PORT,...] [--prefix P] COMMAND [ARGS]
@@ -11,6 +12,9 @@ are read from <prefix>:deployment, as every instance stores them, so they are ne
 Commands:
   roster ROOM [--json]  the room's members as a table, or roster() as JSON
   watch ROOM            a live tail of the room's events, each with the roster after it (Ctrl-C ends)
+  status USER... [--json]
+                        whether each user is online anywhere, since when, and when last seen (at
+                        most ${STATUS_LIMIT} users), as a table, or status() as JSON
   stats [--json]        rooms, users, connections, typing, due backlog and sweeper lag per bucket
   sweep                 one sweeper pass: expires and announces everything overdue
   settings [--json]     the settings stored in <prefix>:deployment, and whether the deployment is
@@ -59,11 +63,20 @@ export const CHECKED = {
 const COMMANDS = {
   roster: { args: ["ROOM"], options: ["json"] },
   watch: { args: ["ROOM"], options: [] },
+  status: { args: ["USER..."], options: ["json"], list: { most: STATUS_LIMIT, of: "users" } },
   stats: { args: [], options: ["json"] },
   sweep: { args: [], options: [] },
   settings: { args: [], options: ["json", "delete"] },
   check: { args: [], options: [...Object.keys(CHECKED), "reconcile"] },
-} as const satisfies Record<string, { args: readonly string[]; options: readonly string[] }>;
+} as const satisfies Record<
+  string,
+  {
+    args: readonly string[];
+    options: readonly string[];
+    /** The last argument is a list of one or more: how long it may be (the library's limit). */
+    list?: { most: number; of: string };
+  }
+>;
 
 export type CommandName = keyof typeof COMMANDS;
 
@@ -93,7 +106,7 @@ export type Invocation = { readonly kind: "help" } | { readonly kind: "version" 
 export interface Command {
   readonly kind: "command";
   readonly command: CommandName;
-  /** The command's positional arguments (ROOM). */
+  /** The command's positional arguments (ROOM, or status's users). */
   readonly args: readonly string[];
   readonly json: boolean;
   /** check: count every room anew after the comparison. */
@@ -137,12 +150,16 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
       throw usageError(`${command} takes no option ${token.rawName}`);
     }
   }
-  if (args.length !== spec.args.length) {
+  const list = "list" in spec ? spec.list : undefined;
+  if (args.length < spec.args.length || (list === undefined && args.length > spec.args.length)) {
     throw usageError(
       spec.args.length === 0
         ? `${command} takes no argument`
         : `${command} takes ${spec.args.join(" ")}`,
     );
+  }
+  if (list !== undefined && args.length > list.most) {
+    throw usageError(`${command} takes at most ${list.most} ${list.of}, got ${args.length}`);
   }
 
   const settings: Record<string, number> = {};

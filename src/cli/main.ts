@@ -6,6 +6,7 @@ import { check } from "./commands/check.js";
 import { roster } from "./commands/roster.js";
 import { settings } from "./commands/settings.js";
 import { stats } from "./commands/stats.js";
+import { status } from "./commands/status.js";
 import { sweep } from "./commands/sweep.js";
 import { watch } from "./commands/watch.js";
 import { CliError, problem } from "./errors.js";
@@ -13,6 +14,7 @@ import { CliError, problem } from "./errors.js";
 const COMMANDS: Record<CommandName, (command: Command) => Promise<number>> = {
   roster,
   watch,
+  status,
   stats,
   sweep,
   settings,

@@ -45,8 +45,8 @@ import {
   STATUS_LIMIT,
   UserChangeDrain,
   type StatusSnapshot,
-  type UserStatus,
 } from "./users.js";
+import type { UserStatus } from "../protocol/users.js";
 import {
   deploymentFields,
   differences,

@@ -1,22 +1,8 @@
 import { UnexpectedReplyError } from "../protocol/errors.js";
+import type { UserStatus } from "../protocol/users.js";
 import { RedisCallError } from "./errors.js";
 import type { Layout } from "./layout.js";
 import type { Client } from "./script.js";
-
-/** Whether a user is online anywhere in the deployment, and since or until when. */
-export interface UserStatus {
-  user: string;
-  /** The user holds a visible live connection in some room (a leave grace included). */
-  online: boolean;
-  /** When the current online period began (Redis time, ms); null while offline. */
-  since: number | null;
-  /**
-   * When the user's last online period ended (Redis time, ms): their last live connection
-   * anywhere closed, or expired. Null for a user never seen, or not seen within the retention.
-   * While online, the end of the period before.
-   */
-  lastSeenAt: number | null;
-}
 
 /** The statuses of some users of one bucket, consistent with the bucket's users channel at `seq`. */
 export interface StatusSnapshot {
@@ -102,7 +88,8 @@ export async function readSnapshot(
     throw new RedisCallError("status snapshot", error);
   }
   const failed = replies?.find(([error]) => error)?.[0];
-  if (!replies || failed) throw new RedisCallError("status snapshot", failed ?? new Error("aborted"));
+  if (!replies || failed)
+    throw new RedisCallError("status snapshot", failed ?? new Error("aborted"));
   const [epoch, seq] = replies[0]![1] as (string | null)[];
   const raws = users.length > 0 ? (replies[1]![1] as unknown[]) : [];
   return {

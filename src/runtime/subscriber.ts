@@ -5,6 +5,7 @@ import { RedisCallError } from "../engine/errors.js";
 import { InvalidInputError, UnexpectedReplyError } from "../protocol/errors.js";
 import { signedBy } from "../engine/signature.js";
 import { EVENT_TYPES, parseEvent, type EventType, type PresenceEvent } from "../protocol/events.js";
+import { parseStatusChange, type StatusChange } from "../protocol/users.js";
 import { callback, describe, knownKeys } from "../protocol/options.js";
 import { backoff } from "../protocol/backoff.js";
 import { Pause, reportError } from "./background.js";
@@ -15,6 +16,7 @@ import type {
   Subscriptions,
 } from "./subscription.js";
 import { RoomWatch } from "./watch.js";
+import { UserWatch } from "./userWatch.js";
 
 export type { PresenceListener, SubscribeOptions, Subscription } from "./subscription.js";
 
@@ -41,16 +43,22 @@ interface SubscriberEvents {
   error: [error: Error];
 }
 
-/** One subscribe() call: its listener, the types it wants, what it is told of the connection. */
+/** One subscription: what it takes of its channel's messages, what it is told of the connection. */
 interface Tap {
-  readonly listener: PresenceListener;
-  readonly types: ReadonlySet<EventType> | null;
+  /** Takes a message of the channel, parsed (a room's event, a user's status change). */
+  readonly receive: (message: never) => void;
   readonly onLost: (() => void) | undefined;
   readonly onResubscribed: (() => void) | undefined;
 }
 
-interface RoomChannel {
-  readonly room: string;
+/** A subscribed channel: a room's events, or a bucket's users' status changes. */
+interface Channel {
+  /** The bucket whose key signs its messages. */
+  readonly bucket: number;
+  /** What it carries, in words: `room "lobby"`, `users of bucket 3`. */
+  readonly label: string;
+  /** A message, its signature checked and removed, as its taps take it; throws if malformed. */
+  readonly parse: (signed: string) => unknown;
   readonly taps: Set<Tap>;
   /** Settles when Redis has confirmed the subscription. */
   readonly subscribed: Promise<unknown>;
@@ -64,7 +72,7 @@ interface RoomChannel {
 export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscriptions {
   /** The subscriber connection, duplicated from the Rollcall's client. */
   readonly connection: Client;
-  private readonly channels = new Map<string, RoomChannel>();
+  private readonly channels = new Map<string, Channel>();
   private readonly relay: NonNullable<SubscriberOptions["relay"]>;
   private lost = false;
   private resubscribing = false;
@@ -124,14 +132,51 @@ export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscr
     options?: SubscribeOptions,
   ): Promise<Subscription> {
     const name = this.rollcall.channel(room);
-    const tap: Tap = {
-      listener: callback<PresenceListener>("listener", listener)!,
-      ...checkSubscribeOptions(options),
+    const take = callback<PresenceListener>("listener", listener);
+    if (!take) throw new InvalidInputError("INVALID_OPTION", "listener is required");
+    const { types, ...hooks } = checkSubscribeOptions(options);
+    const receive = (event: PresenceEvent) => {
+      if (!types || types.has(event.type)) take(event);
     };
-    if (!tap.listener) throw new InvalidInputError("INVALID_OPTION", "listener is required");
+    const label = `room ${JSON.stringify(room)}`;
+    const parse = (signed: string) => {
+      const event = parseEvent(signed);
+      if (event.room !== room) throw new Error("an event of another room");
+      return event;
+    };
+    const bucket = this.rollcall.bucketOf(room);
+    await this.tap(name, { bucket, label, parse }, { receive, ...hooks });
+    return { room, close: () => this.unsubscribe(name, receive) };
+  }
+
+  /**
+   * Delivers the online and offline transitions of a bucket's users (every user whose status
+   * lives in it: Rollcall.userBucket) until closed. A UserWatch follows them for its users.
+   */
+  async subscribeUsers(
+    bucket: number,
+    listener: (change: StatusChange) => void,
+    options?: Omit<SubscribeOptions, "types">,
+  ): Promise<{ close(): Promise<void> }> {
+    const name = this.rollcall.usersChannel(bucket);
+    const receive = callback<(change: StatusChange) => void>("listener", listener);
+    if (!receive) throw new InvalidInputError("INVALID_OPTION", "listener is required");
+    const { onLost, onResubscribed } = checkSubscribeOptions(options);
+    const label = `users of bucket ${bucket}`;
+    const tap = { receive, onLost, onResubscribed };
+    await this.tap(name, { bucket, label, parse: parseStatusChange }, tap);
+    return { close: () => this.unsubscribe(name, receive) };
+  }
+
+  /** Adds a tap to a channel, subscribing it if it is new; resolves once Redis confirmed it. */
+  private async tap(
+    name: string,
+    made: Pick<Channel, "bucket" | "label" | "parse">,
+    tap: Tap,
+  ): Promise<void> {
     let channel = this.channels.get(name);
     if (!channel) {
-      channel = { room, taps: new Set(), subscribed: this.connection.ssubscribe(name) };
+      channel = { ...made, taps: new Set(), subscribed: this.connection.ssubscribe(name) };
       this.channels.set(name, channel);
     }
     channel.taps.add(tap);
@@ -139,14 +184,23 @@ export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscr
       await channel.subscribed;
     } catch (error) {
       if (this.channels.get(name) === channel) this.channels.delete(name);
-      throw new RedisCallError(`subscribe to room ${JSON.stringify(room)}`, error);
+      throw new RedisCallError(`subscribe to ${made.label}`, error);
     }
-    return { room, close: () => this.unsubscribe(name, tap) };
   }
 
   /** A live replica of the room's roster, kept current by its events. Close it when done. */
   async watch(room: string): Promise<RoomWatch> {
     const watch = new RoomWatch(this, room);
+    await watch.open();
+    return watch;
+  }
+
+  /**
+   * A live contact list: the status of up to WATCHED_USERS users, from a snapshot, kept current
+   * by their buckets' transitions, resynced after a gap. Close it when done.
+   */
+  async watchUsers(users: readonly string[]): Promise<UserWatch> {
+    const watch = new UserWatch(this, users);
     await watch.open();
     return watch;
   }
@@ -179,7 +233,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscr
   private dispatch(name: string, message: string): void {
     const channel = this.channels.get(name);
     if (!channel) return; // unsubscribed while the message was on its way
-    const bucket = this.rollcall.bucketOf(channel.room);
+    const { bucket } = channel;
     const queue = this.reading.get(bucket);
     if (queue) {
       if (queue.length < MAX_QUEUED) queue.push([name, message]);
@@ -212,37 +266,37 @@ export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscr
   }
 
   /** Delivers a message signed with `key` to the channel's listeners; reports any other. */
-  private deliver(channel: RoomChannel, message: string, key: string | null): void {
-    const where = `message on the channel of room ${JSON.stringify(channel.room)}`;
+  private deliver(channel: Channel, message: string, key: string | null): void {
+    const where = `message on the channel of ${channel.label}`;
     const signed = key === null ? null : signedBy(message, key);
     if (signed === null) {
       this.report(new UnexpectedReplyError(`${where}, not signed by its bucket`, message));
       return;
     }
-    let event: PresenceEvent;
+    let parsed: unknown;
     try {
-      event = parseEvent(signed);
-    } catch {
-      this.report(new UnexpectedReplyError(where, message));
+      parsed = channel.parse(signed);
+    } catch (error) {
+      const why = error instanceof UnexpectedReplyError ? "" : ` (${(error as Error).message})`;
+      this.report(new UnexpectedReplyError(where + why, message));
       return;
     }
-    if (event.room !== channel.room) {
-      this.report(new UnexpectedReplyError(`${where} (an event of another room)`, message));
-      return;
-    }
-    for (const { listener, types } of [...channel.taps]) {
-      if (types && !types.has(event.type)) continue;
+    for (const { receive } of [...channel.taps]) {
       try {
-        listener(event);
+        (receive as (message: unknown) => void)(parsed);
       } catch (error) {
         this.report(error);
       }
     }
   }
 
-  private async unsubscribe(name: string, tap: Tap): Promise<void> {
+  /** Removes the tap whose `receive` this is; the channel's last goes with its subscription. */
+  private async unsubscribe(name: string, receive: Tap["receive"]): Promise<void> {
     const channel = this.channels.get(name);
-    if (!channel?.taps.delete(tap) || channel.taps.size > 0) return;
+    const tap = [...(channel?.taps ?? [])].find((t) => t.receive === receive);
+    if (!channel || !tap) return;
+    channel.taps.delete(tap);
+    if (channel.taps.size > 0) return;
     this.channels.delete(name);
     if (this.isClosed) return;
     try {
@@ -250,9 +304,7 @@ export class Subscriber extends EventEmitter<SubscriberEvents> implements Subscr
     } catch (error) {
       // Harmless: messages still arriving find no channel and are dropped, and a reconnect only
       // re-subscribes the channels in use.
-      this.report(
-        new RedisCallError(`unsubscribe from room ${JSON.stringify(channel.room)}`, error),
-      );
+      this.report(new RedisCallError(`unsubscribe from ${channel.label}`, error));
     }
   }
 

@@ -1,5 +1,6 @@
 import type { Rollcall } from "../engine/rollcall.js";
 import type { EventType, PresenceEvent } from "../protocol/events.js";
+import type { StatusChange } from "../protocol/users.js";
 
 export type PresenceListener = (event: PresenceEvent) => void;
 
@@ -30,5 +31,11 @@ export interface Subscriptions {
     listener: PresenceListener,
     options?: SubscribeOptions,
   ): Promise<Subscription>;
+  /** A bucket's users' online and offline transitions (see Subscriber.subscribeUsers). */
+  subscribeUsers(
+    bucket: number,
+    listener: (change: StatusChange) => void,
+    options?: Omit<SubscribeOptions, "types">,
+  ): Promise<{ close(): Promise<void> }>;
   report(error: unknown): void;
 }

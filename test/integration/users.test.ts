@@ -1,5 +1,12 @@
 import { expect } from "chai";
-import { Rollcall, Sweeper, type UserStatus } from "../../src/index.js";
+import {
+  Rollcall,
+  STATUS_LIMIT,
+  Subscriber,
+  Sweeper,
+  type SubscriberOptions,
+  type UserStatus,
+} from "../../src/index.js";
 import { advanceClock } from "../kit/clock.js";
 import { client, listen, redisNow } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
@@ -157,4 +164,133 @@ async function expectRejected(promise: Promise<unknown>, code: string): Promise<
     return;
   }
   expect.fail(`resolved; expected ${code}`);
+}
+
+describe("a live contact list (Subscriber.watchUsers)", () => {
+  const subscribers: Subscriber[] = [];
+  afterEach(() => subscribers.splice(0).forEach((s) => s.close()));
+
+  function watcher(rollcall: Rollcall, options: SubscriberOptions = {}) {
+    const subscriber = new Subscriber(rollcall, options);
+    const errors: Error[] = [];
+    subscriber.on("error", (e) => errors.push(e));
+    subscribers.push(subscriber);
+    return { subscriber, errors };
+  }
+
+  const contacts = Array.from({ length: 1_000 }, (_, i) => `contact-${i}`);
+  /** The online users among `statuses`, sorted. */
+  const onlineOf = (statuses: readonly UserStatus[]) =>
+    statuses
+      .filter((s) => s.online)
+      .map((s) => s.user)
+      .sort();
+
+  it("starts from a snapshot of 1,000 users and follows their transitions in order", async () => {
+    const rc = new Rollcall(client(), SHORT);
+    await rc.heartbeatMany(
+      contacts.slice(0, 100).map((user) => ({ room: "a", user, connection: "c" })),
+    );
+    await Promise.all(
+      Array.from({ length: rc.settings.buckets }, (_, b) => rc.applyUserChanges(b)),
+    );
+    const { subscriber, errors } = watcher(rc);
+    const watch = await subscriber.watchUsers(contacts);
+    expect(watch.synced).to.equal(true);
+    expect(onlineOf(watch.statuses)).to.deep.equal(contacts.slice(0, 100).sort());
+    const changes: UserStatus[] = [];
+    watch.on("change", (s) => changes.push(s));
+    await rc.heartbeatMany(
+      contacts.slice(100, 150).map((user) => ({ room: "b", user, connection: "c" })),
+    );
+    await Promise.all(contacts.slice(0, 30).map((user) => rc.leave("a", user, "c")));
+    await eventually(() => changes.length === 80);
+    expect(
+      changes
+        .filter((c) => c.online)
+        .map((c) => c.user)
+        .sort(),
+    ).to.deep.equal(contacts.slice(100, 150).sort());
+    expect(
+      changes
+        .filter((c) => !c.online)
+        .map((c) => c.user)
+        .sort(),
+    ).to.deep.equal(contacts.slice(0, 30).sort());
+    expect(onlineOf(watch.statuses)).to.deep.equal(onlineOf(await readAll(rc, contacts)));
+    expect(watch.status("contact-0")!.lastSeenAt).to.be.a("number");
+    expect(errors).to.deep.equal([]);
+    await watch.close();
+  });
+
+  it("resyncs after its subscriber connection is killed, missing no transition", async () => {
+    const rc = new Rollcall(client(), SHORT);
+    const admin = client();
+    const { subscriber } = watcher(rc);
+    const watch = await subscriber.watchUsers(contacts);
+    const syncs: string[] = [];
+    watch.on("sync", (reason) => syncs.push(reason));
+    await rc.heartbeatMany(
+      contacts.slice(0, 40).map((user) => ({ room: "a", user, connection: "c" })),
+    );
+    await eventually(() => watch.statuses.filter((s) => s.online).length === 40);
+    expect(await admin.call("CLIENT", "KILL", "TYPE", "pubsub")).to.equal(1);
+    // Published while the subscriber is away: lost to it for good, unless it resyncs.
+    await Promise.all(contacts.slice(0, 10).map((user) => rc.leave("a", user, "c")));
+    await rc.heartbeatMany(
+      contacts.slice(40, 60).map((user) => ({ room: "b", user, connection: "c" })),
+    );
+    await Promise.all(
+      Array.from({ length: rc.settings.buckets }, (_, b) => rc.applyUserChanges(b)),
+    );
+    await eventually(() => watch.synced && syncs.includes("reconnect"));
+    await eventually(async () => {
+      const truth = onlineOf(await readAll(rc, contacts));
+      return JSON.stringify(onlineOf(watch.statuses)) === JSON.stringify(truth);
+    });
+    expect(onlineOf(watch.statuses)).to.have.length(50);
+  });
+
+  it("sees a dropped transition by the gap it leaves, and resyncs its bucket", async () => {
+    const rc = new Rollcall(client(), SHORT);
+    let dropped = 0;
+    const { subscriber, errors } = watcher(rc, {
+      relay: (_channel, message, deliver) => {
+        if (message.includes('"user":"contact-7"') && dropped === 0) dropped += 1;
+        else deliver(message);
+      },
+    });
+    const watch = await subscriber.watchUsers(contacts);
+    const syncs: string[] = [];
+    watch.on("sync", (reason) => syncs.push(reason));
+    await rc.heartbeat("a", "contact-7", "c");
+    await rc.applyUserChanges(rc.bucketOf("a"));
+    // The next transition of contact-7's bucket shows the gap.
+    const sameBucket = contacts.find(
+      (u) => u !== "contact-7" && rc.userBucket(u) === rc.userBucket("contact-7"),
+    )!;
+    await rc.heartbeat("a", sameBucket, "c");
+    await eventually(() => watch.status("contact-7")!.online && watch.status(sameBucket)!.online);
+    expect(dropped).to.equal(1);
+    expect(syncs).to.include("gap");
+    expect(errors).to.deep.equal([]);
+  });
+
+  it("refuses bad input", async () => {
+    const rc = new Rollcall(client(), SHORT);
+    const { subscriber } = watcher(rc);
+    const many = Array.from({ length: 1_001 }, (_, i) => `u${i}`);
+    await expectRejected(subscriber.watchUsers(many), "INVALID_OPTION");
+    await expectRejected(subscriber.watchUsers([]), "INVALID_OPTION");
+    await expectRejected(subscriber.watchUsers(["bad\u0001"]), "INVALID_ID");
+  });
+});
+
+/** The status of any number of users, STATUS_LIMIT at a time. */
+async function readAll(rc: Rollcall, users: readonly string[]): Promise<UserStatus[]> {
+  const all: UserStatus[] = [];
+  for (let i = 0; i < users.length; i += STATUS_LIMIT) {
+    all.push(...(await rc.status(users.slice(i, i + STATUS_LIMIT))));
+  }
+  return all;
 }
