@@ -20,7 +20,15 @@ export const BEARER_PROTOCOL = "rollcall.bearer.";
 
 /** A client's request; `ref`, when given, comes back in the reply (ack, snapshot or error). */
 export type ClientFrame =
-  | { type: "join"; room: string; state?: MemberState; types?: EventType[]; ref?: string }
+  | {
+      type: "join";
+      room: string;
+      state?: MemberState;
+      types?: EventType[];
+      /** Join unseen: in no roster, count, event or status; typing and state are refused. */
+      invisible?: boolean;
+      ref?: string;
+    }
   | { type: "leave"; room: string; ref?: string }
   | { type: "typing"; room: string; ref?: string }
   | { type: "typing-stop"; room: string; ref?: string }
@@ -88,7 +96,7 @@ export class FrameError extends Error {
 }
 
 const FIELDS: Record<ClientFrameType, readonly string[]> = {
-  join: ["type", "room", "state", "types", "ref"],
+  join: ["type", "room", "state", "types", "invisible", "ref"],
   leave: ["type", "room", "ref"],
   typing: ["type", "room", "ref"],
   "typing-stop": ["type", "room", "ref"],
@@ -143,6 +151,9 @@ export function parseClientFrame(text: string, version: 1 | 2 = 2): ClientFrame 
   if (type === "state" && !isObject(value.state)) fail("BAD_FRAME", "a state frame needs a state");
   if (type === "join" && value.state !== undefined && !isObject(value.state)) {
     fail("BAD_FRAME", "state must be an object");
+  }
+  if (type === "join" && value.invisible !== undefined && typeof value.invisible !== "boolean") {
+    fail("BAD_FRAME", "invisible must be a boolean");
   }
   if (type === "join" && value.types !== undefined) {
     const types = value.types;
