@@ -1,7 +1,7 @@
 import { expect } from "chai";
 import { Redis } from "ioredis";
 import { spawn, type ChildProcess } from "node:child_process";
-import { Rollcall, type Roster } from "../../src/index.js";
+import { Rollcall, type Roster, type UserStatus } from "../../src/index.js";
 import { buildDist, expectBuilt, ROOT } from "../kit/build.js";
 import { useCluster } from "../kit/cluster.js";
 import { freePort } from "../kit/ports.js";
@@ -94,6 +94,19 @@ async function populate(rc: Rollcall): Promise<void> {
   await rc.heartbeat("lobby", "dee", "dee-1");
 }
 
+/**
+ * ann online in doc-42, bob seen five minutes ago in doc-7, as the CLI (on Redis's own clock)
+ * sees it; their changes applied to their status.
+ */
+async function statuses(rc: Rollcall): Promise<void> {
+  await advanceClock(rc.redis, rc, -300_000);
+  await rc.heartbeat("doc-42", "ann", "ann-1");
+  await rc.heartbeat("doc-7", "bob", "bob-1");
+  await rc.leave("doc-7", "bob", "bob-1");
+  await rc.applyUserChanges(rc.bucketOf("doc-42"));
+  await rc.applyUserChanges(rc.bucketOf("doc-7"));
+}
+
 describe("the rollcall CLI", function () {
   before(async function () {
     this.timeout(120_000);
@@ -151,6 +164,73 @@ describe("the rollcall CLI", function () {
       const { code, stdout } = await cli(["--prefix", "app.presence", "roster", "doc-42"]);
       expect(code).to.equal(0);
       expect(stdout).to.match(/^doc-42: 1 present, 0 typing/);
+    });
+  });
+
+  describe("status", () => {
+    it("prints each user's status as a table: online since, last seen and how long ago, never seen", async () => {
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
+      await statuses(rc);
+      const [ann, bob] = await rc.status(["ann", "bob"]);
+      expect(ann).to.include({ online: true, lastSeenAt: null });
+      expect(bob).to.include({ online: false, since: null });
+
+      const { code, stdout, stderr } = await cli(["status", "ann", "bob", "cy"]);
+      expect(code, stderr).to.equal(0);
+      expect(stderr).to.equal("");
+      const [header, ...rows] = stdout.trimEnd().split("\n");
+      expect(header).to.match(/^user +online +since +last seen$/);
+      const iso = (at: number | null) => new Date(at!).toISOString();
+      // Columns are two spaces apart or more; a cell holds single spaces at most.
+      const cells = rows.map((row) => row.split(/ {2,}/));
+      expect(cells).to.have.length(3);
+      expect(cells[0]).to.deep.equal(["ann", "yes", iso(ann!.since), "-"]);
+      expect(cells[1]!.slice(0, 3)).to.deep.equal(["bob", "no", "-"]);
+      // Five minutes ago, and the few seconds the test took since.
+      expect(cells[1]![3]).to.match(new RegExp(`^${iso(bob!.lastSeenAt)} \\(5m\\d\\ds ago\\)$`));
+      expect(cells[2]).to.deep.equal(["cy", "no", "-", "never"]);
+    });
+
+    it("prints status() as JSON with --json, up to 500 users", async () => {
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
+      await statuses(rc);
+      const users = ["ann", "bob", "cy"];
+      const printed = await json<UserStatus[]>(["status", "--json", ...users]);
+      expect(printed).to.deep.equal(await rc.status(users));
+      expect(printed.map((s) => s.online)).to.deep.equal([true, false, false]);
+
+      const many = Array.from({ length: 500 }, (_, i) => `u${i}`);
+      const all = await json<UserStatus[]>(["status", ...many, "--json"]);
+      expect(all.map((s) => s.user)).to.deep.equal(many);
+    });
+
+    it("refuses no user and more than 500 (usage errors), and a malformed id (exit 2)", async function () {
+      // Four runs of the CLI, each killed after 20 s: the runs bound the test.
+      this.timeout(4 * 20_000);
+      await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }).ready();
+      const none = await cli(["status", "--json"]);
+      expect(none.code).to.equal(2);
+      expect(none.stdout).to.equal("");
+      expect(none.stderr).to.equal(
+        "rollcall: status takes USER...\nRun rollcall --help for the usage.\n",
+      );
+
+      const tooMany = await cli(["status", ...Array.from({ length: 501 }, (_, i) => `u${i}`)]);
+      expect(tooMany.code).to.equal(2);
+      expect(tooMany.stdout).to.equal("");
+      expect(tooMany.stderr).to.equal(
+        "rollcall: status takes at most 500 users, got 501\nRun rollcall --help for the usage.\n",
+      );
+
+      for (const [id, why] of [
+        ["", "user id must be a non-empty string"],
+        ["ann\tbob", "user id must not contain control characters"],
+      ]) {
+        const bad = await cli(["status", "ann", id!]);
+        expect(bad.code, bad.stderr).to.equal(2);
+        expect(bad.stdout).to.equal("");
+        expect(bad.stderr).to.equal(`rollcall: ${why}\n`);
+      }
     });
   });
 
@@ -621,5 +701,12 @@ describe("the rollcall CLI on a Redis Cluster", () => {
       stats.buckets.map((b) => redis.hget(rc.layout.seq(b.bucket), "n")),
     );
     expect(stats.buckets.map((b) => b.events)).to.deep.equal(events.map((n) => Number(n ?? 0)));
+
+    await Promise.all(rooms.map((room) => rc.applyUserChanges(rc.bucketOf(room))));
+    const status = await cli([...nodes, "status", "ann", "bob", "cy"]);
+    expect(status.code, status.stderr).to.equal(0);
+    expect(status.stdout).to.match(
+      /^user +online +since +last seen\nann +yes +\S+ +-\nbob +yes +\S+ +-\ncy +no +- +never\n$/,
+    );
   });
 });
