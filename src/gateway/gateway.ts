@@ -86,7 +86,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     } else {
       this.identify = config.authenticate!;
     }
-    this.keepClaims = config.authorize !== undefined;
+    this.keepClaims = config.authorize !== undefined || config.authorizeUsers !== undefined;
     this.limits = limits;
     this.path = config.path;
     // The admission checks the origins and proxies it is given: before the host opens anything.
@@ -118,11 +118,13 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       host: this.host,
       limits,
       frameBytes: frames.frame,
+      longFrames: frames,
       ids: config.ids,
       expiryLeewayMs: jwt?.clockToleranceMs ?? 0,
       expiries: this.expiries,
       allowed: (identity, room) => this.allowed(identity, room),
       capacity: config.capacity,
+      ...(config.authorizeUsers ? { authorizeUsers: config.authorizeUsers } : {}),
       ended: (session) => void this.end(session),
       reauthenticate: async (token, current) =>
         this.kept(await this.reauthenticate(token, current)),
@@ -131,8 +133,9 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.wss = new ws.WebSocketServer({
       noServer: true,
       clientTracking: false,
-      // A refresh may be the longest frame: any other past `frames.frame` is closed with 1009.
-      maxPayload: frames.refresh,
+      // A refresh or a follow-users may be the longest frame: any other past `frames.frame` is
+      // closed with 1009.
+      maxPayload: Math.max(frames.refresh, frames.follow),
       perMessageDeflate: false,
       // The newest version the client offers, never the token entry a browser offers beside it.
       handleProtocols: (protocols) => SUBPROTOCOLS.find((p) => protocols.has(p)) ?? false,
@@ -272,12 +275,13 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   /**
-   * What a socket keeps of its identity: the claims only for an `authorize` hook, the only one
-   * that reads them (an idle socket should cost little).
+   * What a socket keeps of its identity: the claims only for an `authorize` or `authorizeUsers`
+   * hook, the only ones that read them (an idle socket should cost little).
    */
   private kept(identity: Identity): Identity {
     if (this.keepClaims || identity.claims === undefined) return identity;
-    return { user: identity.user, rooms: identity.rooms, expiresAt: identity.expiresAt };
+    const { user, rooms, expiresAt, invisible } = identity;
+    return { user, rooms, expiresAt, ...(invisible === true ? { invisible } : {}) };
   }
 
   private open(ws: WebSocket, admitted: Admitted): void {

@@ -79,7 +79,8 @@ interface JsonWebKeySetLike {
 
 /**
  * JWT verification with jose, imported only here and only when a gateway is given `jwt`: the
- * user is the `sub` claim, the rooms the optional `rooms` claim, the expiry `exp`. jose checks
+ * user is the `sub` claim, the rooms the optional `rooms` claim, the expiry `exp`; an
+ * `invisible: true` claim makes the socket's memberships invisible. jose checks
  * the signature and `exp`/`nbf`; an unsigned token (`alg: none`) never verifies.
  */
 export async function jwtVerifier(options: CheckedJwtOptions): Promise<Verify> {
@@ -119,8 +120,18 @@ export async function jwtVerifier(options: CheckedJwtOptions): Promise<Verify> {
     ) {
       throw invalid("has a rooms claim that is not a list of rooms");
     }
+    const invisible = payload.invisible;
+    if (invisible !== undefined && typeof invisible !== "boolean") {
+      throw invalid("has an invisible claim that is not a boolean");
+    }
     const expiresAt = payload.exp === undefined ? null : payload.exp * 1000;
-    return { user: payload.sub, rooms: rooms ?? null, claims: payload, expiresAt };
+    return {
+      user: payload.sub,
+      rooms: rooms ?? null,
+      ...(invisible === true ? { invisible } : {}),
+      claims: payload,
+      expiresAt,
+    };
   };
 }
 

@@ -14,8 +14,10 @@ import type { LocalRoom } from "./room.js";
 
 /** One (connection, room) pair, as the heartbeat wheel holds it. */
 export interface Beat {
-  readonly connection: { heartbeat(room: string): Heartbeat };
+  readonly connection: { heartbeat(room: string, invisible: boolean): Heartbeat };
   readonly room: string;
+  /** The connection is in the room unseen (see JoinOptions.invisible). */
+  readonly invisible: boolean;
 }
 
 /** What a connection needs of its host. */
@@ -49,6 +51,12 @@ export interface JoinOptions {
   retry?: boolean;
   /** Checks a join of a room the connection is not in yet, in its turn: throw to refuse it. */
   admit?: () => Promise<void> | void;
+  /**
+   * The connection is in the room unseen: in no roster, count, event or status (the engine's
+   * `invisible`), and its typing and state are refused (FORBIDDEN). A join of a room it is in
+   * with the other visibility switches it: it leaves, then joins anew. Default false.
+   */
+  invisible?: boolean;
 }
 
 /** A connection's calls, carried out now: what a task given to `inTurn` calls. */
@@ -112,9 +120,15 @@ export class Connection<F> implements Turn {
     return this.joined?.size ?? 0;
   }
 
+  /** Whether it is in a room unseen. */
+  invisibleIn(room: string): boolean {
+    return this.joined?.get(room)?.invisible ?? false;
+  }
+
   /** The engine's heartbeat of this connection in a room. */
-  heartbeat(room: string): Heartbeat {
-    return { room, user: this.user, connection: this.id };
+  heartbeat(room: string, invisible = this.invisibleIn(room)): Heartbeat {
+    const beat = { room, user: this.user, connection: this.id };
+    return invisible ? { ...beat, invisible } : beat;
   }
 
   join(room: string, options?: JoinOptions): Promise<HeartbeatResult> {
@@ -200,11 +214,18 @@ export class Connection<F> implements Turn {
     for (const room of this.rooms()) this.drop(room);
   }
 
-  /** @internal A room joined: heartbeated from now on. */
-  enter(room: string): void {
-    const beat: Beat = { connection: this, room };
+  /** @internal A room joined (or its visibility switched): heartbeated from now on. */
+  enter(room: string, invisible: boolean): void {
+    this.hold(room);
+    const beat: Beat = { connection: this, room, invisible };
     (this.joined ??= new Map()).set(room, beat);
     this.host.wheel.add(beat, this.host.rollcall.bucketOf(room));
+  }
+
+  /** @internal No more heartbeats of a room until it is entered again. */
+  hold(room: string): void {
+    const beat = this.joined?.get(room);
+    if (beat) this.host.wheel.remove(beat);
   }
 
   /** @internal Forgets a room: no more heartbeats, no more events. True if it was in it. */
@@ -235,7 +256,7 @@ class Now<F> implements Turn {
   ) {}
 
   async join(room: string, options: JoinOptions = {}): Promise<HeartbeatResult> {
-    const { state, capacity, types, ref, admit, retry = false } = options;
+    const { state, capacity, types, ref, admit, retry = false, invisible = false } = options;
     const { connection, host } = this;
     // A join that comes after the close (it waited for something) joins nothing.
     if (connection.closed) return { joined: false, full: false, event: null };
@@ -244,13 +265,16 @@ class Now<F> implements Turn {
     const follower = connection.follower;
     const local = follower === undefined ? undefined : host.room(room);
     local?.follow(follower!, types);
-    if (isNew && retry) connection.enter(room);
+    if (isNew && retry) connection.enter(room, invisible);
     let result: HeartbeatResult;
     try {
       await local?.subscription;
       if (state !== undefined) encodeState(state, host.rollcall.settings.maxStateBytes);
+      if (!isNew && connection.invisibleIn(room) !== invisible) {
+        await this.switchVisibility(room, invisible);
+      }
       result = await host.batch.add({
-        ...connection.heartbeat(room),
+        ...connection.heartbeat(room, invisible),
         ...(state === undefined ? {} : { state }),
         ...(capacity === undefined ? {} : { capacity }),
       });
@@ -262,9 +286,26 @@ class Now<F> implements Turn {
       if (isNew) connection.drop(room);
       return result;
     }
-    if (isNew && !retry) connection.enter(room);
+    if (isNew && !retry) connection.enter(room, invisible);
     await local?.greet(follower!, ref);
     return result;
+  }
+
+  /**
+   * The engine keeps a connection's visibility in a room until it leaves: a switch leaves first
+   * (seen as a leave when it was visible), unheartbeated meanwhile, as a round landing after the
+   * leave would put it back as it was. Its join comes next.
+   */
+  private async switchVisibility(room: string, invisible: boolean): Promise<void> {
+    const { connection, host } = this;
+    connection.hold(room);
+    let left = false;
+    try {
+      await host.rollcall.leave(room, connection.user, connection.id);
+      left = true;
+    } finally {
+      connection.enter(room, left ? invisible : !invisible);
+    }
   }
 
   async leave(room: string): Promise<LeaveResult | false> {
@@ -274,15 +315,15 @@ class Now<F> implements Turn {
   }
 
   setState(room: string, state: MemberState): Promise<StateResult> {
-    return this.host.rollcall.setState(this.inRoom(room), this.connection.user, state);
+    return this.host.rollcall.setState(this.seenIn(room), this.connection.user, state);
   }
 
   startTyping(room: string): Promise<TypingResult> {
-    return this.host.rollcall.startTyping(this.inRoom(room), this.connection.user);
+    return this.host.rollcall.startTyping(this.seenIn(room), this.connection.user);
   }
 
   stopTyping(room: string): Promise<StopTypingResult> {
-    return this.host.rollcall.stopTyping(this.inRoom(room), this.connection.user);
+    return this.host.rollcall.stopTyping(this.seenIn(room), this.connection.user);
   }
 
   async beat(): Promise<void> {
@@ -290,9 +331,18 @@ class Now<F> implements Turn {
     await Promise.all(connection.rooms().map((room) => host.batch.add(connection.heartbeat(room))));
   }
 
-  private inRoom(room: string): string {
-    if (!this.connection.has(room)) {
-      throw new FrameError("NOT_JOINED", `not in room ${room.slice(0, 256)}`);
+  /**
+   * A room the connection is in, visibly: typing and state are the user's in the room (not the
+   * connection's), and would show an invisible one to everyone.
+   */
+  private seenIn(room: string): string {
+    const shown = room.slice(0, 256);
+    if (!this.connection.has(room)) throw new FrameError("NOT_JOINED", `not in room ${shown}`);
+    if (this.connection.invisibleIn(room)) {
+      throw new FrameError(
+        "FORBIDDEN",
+        `invisible in room ${shown}: invisible members do not type or set a state`,
+      );
     }
     return room;
   }

@@ -86,7 +86,7 @@ export class Host<F> implements ConnectionHost<F> {
     // entries) sends it again.
     this.wheel = new HeartbeatWheel(this.heartbeatMs, (beats) => {
       rollcall
-        .heartbeatMany(beats.map(({ connection, room }) => connection.heartbeat(room)))
+        .heartbeatMany(beats.map((b) => b.connection.heartbeat(b.room, b.invisible)))
         .then((outcomes) => failures(outcomes).forEach(report), report);
     });
     this.wheel.start();

@@ -22,6 +22,11 @@ export interface Identity {
    * token says nothing about rooms and the `authorize` hook decides alone.
    */
   rooms: readonly string[] | null;
+  /**
+   * Every room the socket joins, it is in unseen (as a join frame's `invisible`): in no roster,
+   * count, event or status; its typing and state are refused. A JWT's `invisible: true` claim.
+   */
+  invisible?: boolean;
   /** The verified token's claims, for an `authorize` hook. */
   claims?: Claims;
   /**
@@ -55,11 +60,14 @@ export const isIdentityOrNull: Expect<Identity | null> = (value): value is Ident
 /** What a hook returned, checked: a bad identity is the hook's bug, refused and reported. */
 export function checkIdentity(identity: Identity, ids: IdPolicy): Identity {
   checkId("user", identity.user, ids);
-  const { rooms, expiresAt } = identity;
+  const { rooms, expiresAt, invisible } = identity;
   if (rooms !== null && !(Array.isArray(rooms) && rooms.every((r) => typeof r === "string"))) {
     throw new TypeError(
       `an identity's rooms must be null or a list of rooms, got ${describe(rooms)}`,
     );
+  }
+  if (invisible !== undefined && typeof invisible !== "boolean") {
+    throw new TypeError(`an identity's invisible must be a boolean, got ${describe(invisible)}`);
   }
   if (expiresAt !== undefined && expiresAt !== null && !Number.isFinite(expiresAt)) {
     throw new TypeError(

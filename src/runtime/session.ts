@@ -2,6 +2,7 @@ import type { WebSocket } from "ws";
 import type { EventType } from "../protocol/events.js";
 import {
   FrameError,
+  mayBeFollow,
   mayBeRefresh,
   parseClientFrame,
   SUBPROTOCOL_V2,
@@ -11,13 +12,16 @@ import {
 } from "../protocol/frames.js";
 import { checkId, type IdPolicy } from "../protocol/ids.js";
 import type { MemberState } from "../protocol/state.js";
+import type { UserStatus } from "../protocol/users.js";
 import type { Connection, Turn } from "./connection.js";
 import type { Sink } from "./feed.js";
 import { snapshotFrame } from "./snapshots.js";
 import type { Expiries } from "./expiries.js";
 import type { Host } from "./host.js";
 import type { Identity } from "./identity.js";
+import type { FrameSizes } from "./limits.js";
 import type { RateLimit } from "./rateLimit.js";
+import { UserFollow } from "./userFollow.js";
 
 /** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
 export const CLOSE = {
@@ -77,8 +81,17 @@ export interface SessionLimits {
 export interface SessionHost {
   readonly host: Host<Session>;
   readonly limits: SessionLimits;
-  /** The longest frame read, but for a refresh (see frameSizes). */
+  /** The longest frame read, but for a refresh or a follow-users (see frameSizes). */
   readonly frameBytes: number;
+  /** The longest refresh and follow-users frames read; without them a refresh is held to ws's
+   * maxPayload, and a follow-users to frameBytes. */
+  readonly longFrames?: Pick<FrameSizes, "refresh" | "follow">;
+  /** Which users an identity may follow: all, none or those listed (the `authorizeUsers` hook);
+   * without it, none. */
+  readonly authorizeUsers?: (
+    identity: Identity,
+    users: readonly string[],
+  ) => Promise<boolean | readonly string[]>;
   readonly ids: IdPolicy;
   /** Leeway past an identity's expiry before its socket closes. */
   readonly expiryLeewayMs: number;
@@ -105,6 +118,8 @@ export class Session {
   readonly connection: Connection<Session>;
   /** The rooms whose count the socket watches (made at the first: an idle socket costs little). */
   private watched: Set<string> | undefined;
+  /** The users whose status the socket follows (`follow-users`), if any. */
+  private follow: UserFollow | undefined;
   /** The protocol version the socket speaks (its subprotocol): 2 has coalesced and count frames. */
   readonly version: 1 | 2;
   /** Answered the last ping: a socket that does not by the next one is dead and terminated. */
@@ -180,10 +195,15 @@ export class Session {
     if (this.closed || this.shutting) return;
     // ws hands a text frame over as one Buffer (no fragments arrays without a custom binaryType).
     const bytes = Buffer.isBuffer(data) ? data : undefined;
-    // ws takes frames as long as a refresh may be: any other is held to the frame limit, and one
-    // past it that cannot be a refresh is closed before it is parsed (a huge state costs no parse).
-    const long = (bytes?.length ?? 0) > this.gateway.frameBytes;
-    if (long && !mayBeRefresh(bytes!)) return this.shut(CLOSE.tooBig, "frame too big");
+    // ws takes frames as long as a refresh or a follow-users may be: any other is held to the
+    // frame limit, and one past it that cannot be either is closed before it is parsed (a huge
+    // state costs no parse).
+    const size = bytes?.length ?? 0;
+    const long = size > this.gateway.frameBytes;
+    const mayBeLong = (b: Buffer) =>
+      (size <= this.longest("refresh") && mayBeRefresh(b)) ||
+      (size <= this.longest("follow-users") && mayBeFollow(b));
+    if (long && !mayBeLong(bytes!)) return this.shut(CLOSE.tooBig, "frame too big");
     let frame: ClientFrame | undefined;
     let refused: unknown;
     try {
@@ -192,7 +212,7 @@ export class Session {
     } catch (error) {
       refused = error;
     }
-    if (long && frame?.type !== "refresh") return this.shut(CLOSE.tooBig, "frame too big");
+    if (long && size > this.longest(frame?.type)) return this.shut(CLOSE.tooBig, "frame too big");
     if (!this.rate.take()) {
       // A flood gets one error, then the socket is closed if it goes on.
       this.strikes += 1;
@@ -222,14 +242,22 @@ export class Session {
     if (this.expiry !== undefined) this.gateway.expiries.remove(this, this.expiry);
     for (const room of this.watched ?? []) this.gateway.host.unwatch(room, this);
     this.watched = undefined;
-    await this.connection.close();
+    await Promise.all([this.unfollowUsers(), this.connection.close()]);
+  }
+
+  /** The longest a frame of a type may be (refresh and follow-users have limits of their own). */
+  private longest(type: string | undefined): number {
+    const { frameBytes, longFrames } = this.gateway;
+    if (type === "refresh") return longFrames?.refresh ?? Infinity; // ws's maxPayload holds it
+    if (type === "follow-users") return longFrames?.follow ?? frameBytes;
+    return frameBytes;
   }
 
   private async handle(frame: ClientFrame, turn: Turn): Promise<void> {
     if (this.closed || this.shutting) return;
     switch (frame.type) {
       case "join":
-        await this.join(turn, frame.room, frame.state, frame.types, frame.ref);
+        await this.join(turn, frame.room, frame.state, frame.types, frame.ref, frame.invisible);
         return;
       case "leave":
         await turn.leave(frame.room);
@@ -258,6 +286,12 @@ export class Session {
         }
         this.gateway.host.unwatch(frame.room, this);
         break;
+      case "follow-users":
+        await this.followUsers(frame.users, frame.ref);
+        return;
+      case "unfollow-users":
+        await this.unfollowUsers();
+        break;
     }
     if (frame.ref !== undefined) this.send({ type: "ack", ref: frame.ref });
   }
@@ -269,11 +303,14 @@ export class Session {
     state: MemberState | undefined,
     types: EventType[] | undefined,
     ref: string | undefined,
+    invisible: boolean | undefined,
   ): Promise<void> {
     const { ids, limits } = this.gateway;
     checkId("room", room, ids);
     const capacity = this.gateway.capacity(room);
     const result = await turn.join(room, {
+      // Asked for by the frame, or imposed by the identity: read at every join (a rejoin too).
+      invisible: invisible === true || this.identity.invisible === true,
       ...(state === undefined ? {} : { state }),
       ...(capacity === undefined ? {} : { capacity }),
       ...(types === undefined ? {} : { types }),
@@ -320,6 +357,70 @@ export class Session {
   }
 
   /**
+   * Follows users' status, instead of any followed before: a `users` frame now (the answer, with
+   * the users the `authorizeUsers` hook refused as `denied`), then the changes, batched (see
+   * UserFollow). A refusal (bad input, FORBIDDEN) changes nothing; an outage while the new list
+   * is read leaves the socket following no one.
+   */
+  private async followUsers(asked: readonly string[], ref: string | undefined): Promise<void> {
+    const users = [...new Set(asked.map((user) => checkId("user", user, this.gateway.ids)))];
+    const allowed = await this.followable(this.identity, users);
+    await this.unfollowUsers();
+    const kept = new Set(allowed);
+    const denied = users.filter((user) => !kept.has(user));
+    const answer = (statuses: UserStatus[]) =>
+      this.send({
+        type: "users",
+        statuses,
+        ...(ref === undefined ? {} : { ref }),
+        ...(denied.length === 0 ? {} : { denied }),
+      });
+    if (allowed.length === 0) return answer([]);
+    const follow = await UserFollow.open(this.gateway.host.subscriber, allowed, (statuses) =>
+      this.send({ type: "users", statuses }),
+    );
+    if (this.closed || this.shutting) return follow.close();
+    this.follow = follow;
+    answer(follow.answer());
+  }
+
+  private async unfollowUsers(): Promise<void> {
+    const follow = this.follow;
+    this.follow = undefined;
+    await follow?.close();
+  }
+
+  /** Which of `users` an identity may follow, in their order; FORBIDDEN if none may be. */
+  private async followable(identity: Identity, users: readonly string[]): Promise<string[]> {
+    const { authorizeUsers } = this.gateway;
+    if (!authorizeUsers) {
+      const message = "the gateway has no authorizeUsers hook: users' status is private";
+      throw new FrameError("FORBIDDEN", message);
+    }
+    const answer = await authorizeUsers(identity, users);
+    if (answer === false) throw new FrameError("FORBIDDEN", "not allowed to follow these users");
+    if (answer === true) return [...users];
+    const allowed = new Set(answer);
+    return users.filter((user) => allowed.has(user));
+  }
+
+  /** A refreshed identity keeps its follow only if every followed user is still allowed. */
+  private async refollow(identity: Identity): Promise<void> {
+    const users = this.follow?.users;
+    if (!users) return;
+    let allowed: string[] = [];
+    try {
+      allowed = await this.followable(identity, users);
+    } catch (error) {
+      if (!(error instanceof FrameError)) this.gateway.report(error);
+    }
+    if (allowed.length === users.length) return;
+    await this.unfollowUsers();
+    const message = "the new token does not allow following these users: unfollowed";
+    this.send({ type: "error", code: "FORBIDDEN", message });
+  }
+
+  /**
    * A fresh token: the socket lives on to its expiry, and leaves the rooms it no longer allows.
    * A token of another user is no refresh: the socket closes.
    */
@@ -344,6 +445,7 @@ export class Session {
       const message = `the new token does not allow room ${room}: left`;
       this.send({ type: "error", code: "FORBIDDEN", message, room });
     }
+    await this.refollow(identity);
     const expiresAt = identity.expiresAt ?? null;
     this.send({ type: "refreshed", expiresAt, ...(ref === undefined ? {} : { ref }) });
   }
