@@ -58,3 +58,11 @@ export async function passTime(redis: Redis, rollcall: Rollcall, ms: number): Pr
   await advanceClock(redis, rollcall, ms);
   await redis.eval(AGE_KEYS, 0, ms);
 }
+
+/**
+ * Runs the deployment's clock on Redis's own again: forward, from a clock stopped at a time
+ * Redis's has passed since.
+ */
+export async function resumeClock(redis: Client, rollcall: Rollcall): Promise<void> {
+  await Promise.all(clockKeys(rollcall).map((key) => redis.del(key)));
+}
