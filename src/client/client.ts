@@ -95,11 +95,20 @@ export class RollcallClient extends Emitter<ClientEvents> {
     return this.currentStatus;
   }
 
-  /** Joins a room; resolves with its live roster once the first snapshot has arrived. */
-  join(room: string, options: { state?: MemberState; types?: EventType[] } = {}): Promise<Room> {
+  /**
+   * Joins a room; resolves with its live roster once the first snapshot has arrived. The options
+   * count at the first join of the room (a room joined already is given as it is). `invisible`:
+   * in the room unseen, in no roster, count, event or status of others (your own roster does not
+   * hold you either); `typing()` sends nothing there, and `setState()` is refused (FORBIDDEN).
+   */
+  join(
+    room: string,
+    options: { state?: MemberState; types?: EventType[]; invisible?: boolean } = {},
+  ): Promise<Room> {
     let joined = this.rooms.get(room);
     if (!joined) {
-      joined = new Room(this.link, room, options.state ?? null, options.types);
+      const { state = null, types, invisible = false } = options;
+      joined = new Room(this.link, room, state, types, invisible);
       this.rooms.set(room, joined);
       if (this.currentStatus === "open") joined.rejoin();
     }

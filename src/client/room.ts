@@ -41,6 +41,8 @@ export class Room extends Emitter<RoomEvents> {
     readonly room: string,
     private state: MemberState | null,
     private readonly types: EventType[] | undefined,
+    /** Joined unseen (see RollcallClient.join). */
+    readonly invisible = false,
   ) {
     super();
     this.replica = new Replica(room);
@@ -60,8 +62,12 @@ export class Room extends Emitter<RoomEvents> {
     return !this.replica.holding;
   }
 
-  /** Call on every keystroke: sends `typing` at most once per typingIntervalMs. */
+  /**
+   * Call on every keystroke: sends `typing` at most once per typingIntervalMs (never in a room
+   * joined invisible: the gateway refuses it).
+   */
   typing(): void {
+    if (this.invisible) return;
     const now = Date.now();
     if (now - this.typingSentAt < this.client.typingIntervalMs) return;
     this.typingSentAt = now;
@@ -96,6 +102,7 @@ export class Room extends Emitter<RoomEvents> {
       room: this.room,
       ...(this.state ? { state: this.state } : {}),
       ...(this.types ? { types: this.types } : {}),
+      ...(this.invisible ? { invisible: true } : {}),
     };
     this.client.send(frame, true).catch((error: GatewayError) => {
       if (error.code !== "CLOSED") this.refused(error); // CLOSED: the reconnect rejoins
