@@ -18,6 +18,13 @@ export interface GatewayOptions {
   authenticate?: Authenticate;
   /** Decides who may join which room; without it, the identity's `rooms` must list the room. */
   authorize?: (identity: Identity, room: string) => boolean | Promise<boolean>;
+  /**
+   * Decides whose online status a socket may follow (a `follow-users` frame, up to 1,000 users):
+   * true for all of them, false to refuse (FORBIDDEN), or the ones allowed (the others are
+   * `denied` in the answer). Without it no socket follows anyone: a user's status is private.
+   * Each following socket holds one live contact list (a UserWatch of the gateway's Subscriber).
+   */
+  authorizeUsers?: (identity: Identity, users: readonly string[]) => AllowedUsers;
   /** Most members a room may hold (or a function of the room: undefined for no limit): a join
    * beyond it gets ROOM_FULL. A user already in the room always gets in. Default: no limit. */
   capacity?: number | ((room: string) => number | undefined);
@@ -34,7 +41,8 @@ export interface GatewayOptions {
    * Default none: the client is the peer of the TCP connection.
    */
   trustedProxies?: readonly string[];
-  /** How long `authenticate` (a refresh, `authorize`) may take before a refusal. Default 5 000. */
+  /** How long `authenticate` (a refresh, `authorize`, `authorizeUsers`) may take before a
+   * refusal. Default 5 000. */
   authTimeoutMs?: number;
   /** The process's Subscriber; by default the gateway makes its own. */
   subscriber?: Subscriber;
@@ -62,11 +70,17 @@ export interface GatewayOptions {
   ids?: IdPolicy;
 }
 
+/** What `authorizeUsers` answers: all, none, or the users allowed. */
+export type AllowedUsers = boolean | readonly string[] | Promise<boolean | readonly string[]>;
+
 /** The options a gateway runs with: checked, with defaults, hooks wrapped to fail safely. */
 export interface GatewayConfig {
   readonly jwt: CheckedJwtOptions | undefined;
   readonly authenticate: ((request: IncomingMessage) => unknown) | undefined;
   readonly authorize: ((identity: Identity, room: string) => Promise<boolean>) | undefined;
+  readonly authorizeUsers:
+    | ((identity: Identity, users: readonly string[]) => Promise<boolean | readonly string[]>)
+    | undefined;
   readonly capacity: (room: string) => number | undefined;
   readonly path: string;
   readonly origins: Origins | undefined;
@@ -83,12 +97,19 @@ const isCapacity: Expect<number | undefined> = (value): value is number | undefi
   value === undefined ||
   (Number.isSafeInteger(value) && (value as number) >= 1 && (value as number) <= 1_000_000_000);
 
+const isAllowedUsers: Expect<boolean | readonly string[]> = (
+  value,
+): value is boolean | readonly string[] =>
+  typeof value === "boolean" ||
+  (Array.isArray(value) && value.every((user) => typeof user === "string"));
+
 /** Checks a gateway's options: every mistake is a typed INVALID_OPTION error. */
 export function checkGatewayOptions(options: GatewayOptions): GatewayConfig {
   const o = knownKeys(options, [
     "jwt",
     "authenticate",
     "authorize",
+    "authorizeUsers",
     "capacity",
     "path",
     "origins",
@@ -104,6 +125,10 @@ export function checkGatewayOptions(options: GatewayOptions): GatewayConfig {
   }
   const authTimeoutMs = integer("authTimeoutMs", o.authTimeoutMs ?? 5_000, 10, 600_000);
   const authorize = callback<NonNullable<GatewayOptions["authorize"]>>("authorize", o.authorize);
+  const authorizeUsers = callback<NonNullable<GatewayOptions["authorizeUsers"]>>(
+    "authorizeUsers",
+    o.authorizeUsers,
+  );
   const capacity =
     typeof o.capacity === "number"
       ? integer("capacity", o.capacity, 1, 1_000_000_000)
@@ -127,6 +152,16 @@ export function checkGatewayOptions(options: GatewayOptions): GatewayConfig {
           () => authorize(identity, room),
           isBoolean,
           "a boolean",
+          authTimeoutMs,
+        )),
+    authorizeUsers:
+      authorizeUsers &&
+      ((identity, users) =>
+        callHook(
+          "authorizeUsers",
+          () => authorizeUsers(identity, users),
+          isAllowedUsers,
+          "a boolean or a list of user ids",
           authTimeoutMs,
         )),
     capacity:

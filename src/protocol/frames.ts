@@ -1,11 +1,13 @@
 import { checkEvent, EVENT_TYPES, type EventType, type PresenceEvent } from "./events.js";
 import type { Snapshot } from "./replica.js";
 import type { MemberState } from "./state.js";
+import type { UserStatus } from "./users.js";
 
 /**
  * The WebSocket protocol between the gateway and its clients: JSON text frames, each an object
  * with a `type`. The version is the WebSocket subprotocol both sides ask for: version 1, or
- * version 2, which adds frames a version 1 client would not know (`events`, `count`, `watch`).
+ * version 2, which adds frames a version 1 client would not know (`events`, `count`, `watch`,
+ * `users`).
  */
 export const SUBPROTOCOL = "rollcall.v1";
 export const SUBPROTOCOL_V2 = "rollcall.v2";
@@ -38,7 +40,10 @@ export type ClientFrame =
   | { type: "refresh"; token: string; ref?: string }
   /** v2: follow the room's member count (`count` frames) without joining it or hearing its events. */
   | { type: "watch"; room: string; ref?: string }
-  | { type: "unwatch"; room: string; ref?: string };
+  | { type: "unwatch"; room: string; ref?: string }
+  /** v2: follow these users' status (`users` frames), instead of any followed before. */
+  | { type: "follow-users"; users: string[]; ref?: string }
+  | { type: "unfollow-users"; ref?: string };
 
 export type ClientFrameType = ClientFrame["type"];
 
@@ -79,6 +84,12 @@ export type ServerFrame =
   | { type: "events"; room: string; events: PresenceEvent[] }
   /** v2: a watched room's member count (on `watch`, then when it changes, spaced out). */
   | { type: "count"; room: string; count: number; ref?: string }
+  /**
+   * v2: followed users' statuses. The answer to `follow-users` (with its `ref`, every followed
+   * user in the order asked, and the users the gateway refused as `denied`), then the users
+   * whose status changed since the last one, batched.
+   */
+  | { type: "users"; statuses: UserStatus[]; ref?: string; denied?: string[] }
   | { type: "ack"; ref: string }
   /** `room`: the room this error left, when it answers no request (after a refresh). */
   | { type: "error"; code: FrameErrorCode; message: string; ref?: string; room?: string };
@@ -105,9 +116,16 @@ const FIELDS: Record<ClientFrameType, readonly string[]> = {
   refresh: ["type", "token", "ref"],
   watch: ["type", "room", "ref"],
   unwatch: ["type", "room", "ref"],
+  "follow-users": ["type", "users", "ref"],
+  "unfollow-users": ["type", "ref"],
 };
 /** Frames only version 2 has: a version 1 socket that sends one gets UNKNOWN_FRAME. */
-const V2_ONLY: ReadonlySet<string> = new Set(["watch", "unwatch"]);
+const V2_ONLY: ReadonlySet<string> = new Set([
+  "watch",
+  "unwatch",
+  "follow-users",
+  "unfollow-users",
+]);
 const MAX_REF = 64;
 
 const isObject = (v: unknown): v is Record<string, unknown> =>
@@ -145,7 +163,7 @@ export function parseClientFrame(text: string, version: 1 | 2 = 2): ClientFrame 
   if (type === "refresh" && (typeof value.token !== "string" || value.token === "")) {
     fail("BAD_FRAME", "a refresh frame needs a token");
   }
-  if (type !== "heartbeat" && type !== "refresh" && typeof value.room !== "string") {
+  if (FIELDS[type].includes("room") && typeof value.room !== "string") {
     fail("BAD_FRAME", `a ${type} frame needs a room`);
   }
   if (type === "state" && !isObject(value.state)) fail("BAD_FRAME", "a state frame needs a state");
@@ -161,6 +179,10 @@ export function parseClientFrame(text: string, version: 1 | 2 = 2): ClientFrame 
       fail("INVALID_OPTION", `types must list event types among ${EVENT_TYPES.join(", ")}`);
     }
   }
+  // How many, and which: the gateway's checks (a frame of too many is answered, not closed).
+  if (type === "follow-users" && !Array.isArray(value.users)) {
+    fail("INVALID_OPTION", "users must be an array of user ids");
+  }
   return value as ClientFrame;
 }
 
@@ -171,10 +193,23 @@ export function parseClientFrame(text: string, version: 1 | 2 = 2): ClientFrame 
  * a huge state costs a scan that stops at its first nested brace, never a parse.
  */
 export function mayBeRefresh(bytes: Uint8Array): boolean {
-  const members = FIELDS.refresh.length;
+  return flatObject(bytes, FIELDS.refresh.length, 0);
+}
+
+/**
+ * Whether a frame's bytes may be a follow-users frame (as long as its thousand ids need): one
+ * object of at most its members, one array in it, nothing else nested (see mayBeRefresh).
+ */
+export function mayBeFollow(bytes: Uint8Array): boolean {
+  return flatObject(bytes, FIELDS["follow-users"].length, 1);
+}
+
+/** One object of at most `members` members, holding at most `arrays` arrays and no object. */
+function flatObject(bytes: Uint8Array, members: number, arrays: number): boolean {
   let inString = false;
   let colons = 0;
   let braces = 0;
+  let brackets = 0;
   for (let i = 0; i < bytes.length; i++) {
     const byte = bytes[i]!;
     if (inString) {
@@ -187,7 +222,9 @@ export function mayBeRefresh(bytes: Uint8Array): boolean {
       if (++colons > members) return false;
     } else if (byte === 0x7b) {
       if (++braces > 1) return false;
-    } else if (byte === 0x5b) return false;
+    } else if (byte === 0x5b) {
+      if (++brackets > arrays) return false;
+    }
   }
   return true;
 }
@@ -213,8 +250,29 @@ export function parseServerFrame(text: string): ServerFrame {
     if (!isObject(roster) || !Array.isArray(roster.members) || typeof roster.epoch !== "string") {
       throw new SyntaxError("a snapshot frame without a roster");
     }
+  } else if (value.type === "users") {
+    if (!Array.isArray(value.statuses) || !value.statuses.every(isStatus)) {
+      throw new SyntaxError("a users frame without its statuses");
+    }
+    const denied = value.denied;
+    if (denied !== undefined && !(Array.isArray(denied) && denied.every(isString))) {
+      throw new SyntaxError("a users frame's denied must list user ids");
+    }
   } else if (!["welcome", "refreshed", "ack", "error"].includes(value.type)) {
     throw new SyntaxError(`unknown frame type ${value.type}`);
   }
   return value as unknown as ServerFrame;
+}
+
+const isString = (value: unknown): value is string => typeof value === "string";
+const isTime = (value: unknown) => value === null || Number.isSafeInteger(value);
+
+function isStatus(value: unknown): value is UserStatus {
+  return (
+    isObject(value) &&
+    isString(value.user) &&
+    typeof value.online === "boolean" &&
+    isTime(value.since) &&
+    isTime(value.lastSeenAt)
+  );
 }

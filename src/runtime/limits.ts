@@ -9,6 +9,10 @@ export interface Limits {
    * one is refused (401 invalid-token, or INVALID_TOKEN). Default 8 KiB, the header line most
    * proxies pass. */
   maxTokenBytes: number;
+  /** Largest `follow-users` frame (up to 1,000 user ids): 64 KiB by default holds a thousand ids
+   * of up to 60 ASCII characters; raise it for longer ids. A bigger one closes the socket with
+   * 1009. At least `maxFrameBytes`. */
+  maxFollowFrameBytes: number;
   /** Rooms one socket may be in at once. Default 50. */
   maxRoomsPerSocket: number;
   /** Frames one user may send at once over all their sockets of this process, then
@@ -64,6 +68,7 @@ export function descriptorBudget(limits?: string): number {
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   maxFrameBytes: 4_096,
   maxTokenBytes: 8_192,
+  maxFollowFrameBytes: 65_536,
   maxRoomsPerSocket: 50,
   rateBurst: 20,
   ratePerSecond: 5,
@@ -80,6 +85,7 @@ export function checkLimits(limits: Partial<Limits> | undefined): Limits {
   return {
     maxFrameBytes: integer("maxFrameBytes", l.maxFrameBytes, 64, 16_777_216),
     maxTokenBytes: integer("maxTokenBytes", l.maxTokenBytes, 64, 1_048_576),
+    maxFollowFrameBytes: integer("maxFollowFrameBytes", l.maxFollowFrameBytes, 64, 16_777_216),
     maxRoomsPerSocket: integer("maxRoomsPerSocket", l.maxRoomsPerSocket, 1, 100_000),
     rateBurst: integer("rateBurst", l.rateBurst, 1, 1_000_000),
     ratePerSecond: integer("ratePerSecond", l.ratePerSecond, 1, 1_000_000),
@@ -101,7 +107,7 @@ const ESCAPED_BYTES = 6;
 
 /**
  * The longest frames a gateway reads: `frame` for any frame, `refresh` for a refresh frame (its
- * token may be longer). No frame longer than a state within `maxStateBytes` can be, even with
+ * token may be longer), `follow` for a follow-users frame (its ids may be). No frame longer than a state within `maxStateBytes` can be, even with
  * every byte escaped (6 bytes each), is valid, whatever `maxFrameBytes` allows: it is closed
  * with 1009 before it is parsed. A refresh frame may carry any token of `maxTokenBytes`, escaped
  * as its client likes (6 bytes a byte, at most).
@@ -111,6 +117,7 @@ export function frameSizes(limits: Limits, maxStateBytes: number): FrameSizes {
   return {
     frame,
     refresh: Math.max(frame, ESCAPED_BYTES * limits.maxTokenBytes + ENVELOPE_BYTES),
+    follow: Math.max(frame, limits.maxFollowFrameBytes),
   };
 }
 
@@ -124,4 +131,5 @@ export function tokenTooLong(token: string, { maxTokenBytes }: Pick<Limits, "max
 export interface FrameSizes {
   readonly frame: number;
   readonly refresh: number;
+  readonly follow: number;
 }

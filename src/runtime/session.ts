@@ -22,6 +22,7 @@ import type { Identity } from "./identity.js";
 import type { FrameSizes } from "./limits.js";
 import type { RateLimit } from "./rateLimit.js";
 import { UserFollow } from "./userFollow.js";
+import { WATCHED_USERS } from "./userWatch.js";
 
 /** Close codes the gateway uses (RFC 6455 §7.4.1; 4000-4999 are the application's). */
 export const CLOSE = {
@@ -363,6 +364,10 @@ export class Session {
    * is read leaves the socket following no one.
    */
   private async followUsers(asked: readonly string[], ref: string | undefined): Promise<void> {
+    if (asked.length === 0 || asked.length > WATCHED_USERS) {
+      const message = `follow-users takes 1 to ${WATCHED_USERS} user ids, got ${asked.length}`;
+      throw new FrameError("INVALID_OPTION", message);
+    }
     const users = [...new Set(asked.map((user) => checkId("user", user, this.gateway.ids)))];
     const allowed = await this.followable(this.identity, users);
     await this.unfollowUsers();

@@ -1,8 +1,8 @@
 // A fuzz test of the gateway's edge (fast-check, seeded): generated request lines, targets,
 // methods, header sets (duplicated, oversized, odd encodings) and truncations, over raw sockets,
 // to a gateway whose hooks throw, reject, hang or return junk as each request asks; a request
-// that upgrades may then send frames (joins, watches, refreshes) whose `authorize`, `capacity`
-// and refresh hooks misbehave as well. Invariants: the process lives, every connection is
+// that upgrades may then send frames (joins, watches, follow-users, refreshes) whose `authorize`,
+// `capacity`, `authorizeUsers` and refresh hooks misbehave as well. Invariants: the process lives, every connection is
 // answered or closed (and every frame answered, or its socket closed), the descriptors come back,
 // and Redis sees nothing. FUZZ_RUNS sets the number of batches (`make fuzz` runs many), FUZZ_SEED
 // replays one run; the seed is printed either way.
@@ -37,6 +37,7 @@ const frame = fc.oneof(
   FAIL.map((kind) => ({ type: "join", room: `hook-${kind}-1` })),
   CAP_FAIL.map((kind) => ({ type: "join", room: `cap-${kind}-1` })),
   FAIL.map((kind) => ({ type: "watch", room: `hook-${kind}-1` })),
+  FAIL.map((kind) => ({ type: "follow-users", users: [`hook-${kind}-1`, "bob"] })),
   FAIL.map((kind) => ({ type: "refresh", token: `hook-${kind}` })),
   fc.constantFrom({ type: "refresh", token: "u.ann" }, { type: "refresh", token: "nonsense" }),
 );

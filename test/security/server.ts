@@ -45,7 +45,8 @@ export interface ServerConfig {
   ids?: "strict";
   /** Hooks that misbehave on request (see `behave`): `authenticate` (mode hook) and `origins` as
    * the X-Hook and X-Hook-Origin headers say, `authenticate` at a refresh as its token starts
-   * (`hook-<kind>`), `authorize` and `capacity` as the room's name starts (`hook-<kind>-…`,
+   * (`hook-<kind>`), `authorizeUsers` as the first user's id starts (`hook-<kind>-…`),
+   * `authorize` and `capacity` as the room's name starts (`hook-<kind>-…`,
    * `cap-<kind>-…`; `later-<kind>-…`: `authorize` misbehaves only for an identity with an
    * expiry, so a socket of a token without one joins, and a refresh to one with it asks again). */
   misbehave?: boolean;
@@ -156,6 +157,8 @@ const misbehaving: Partial<GatewayOptions> = config.misbehave
           kindOf("hook-", room) ?? (identity.expiresAt ? kindOf("later-", room) : undefined),
           () => true,
         )) as GatewayOptions["authorize"],
+      authorizeUsers: ((_identity: Identity, users: readonly string[]) =>
+        behave(kindOf("hook-", users[0] ?? ""), () => true)) as GatewayOptions["authorizeUsers"],
       capacity: ((room: string) =>
         behave(kindOf("cap-", room), () => undefined)) as GatewayOptions["capacity"],
       origins: ((_origin: string, request: IncomingMessage) =>

@@ -9,7 +9,7 @@ import { PassThrough } from "node:stream";
 import { descriptorBudget, frameSizes, DEFAULT_LIMITS } from "../../src/runtime/limits.js";
 import { Lobby } from "../../src/gateway/lobby.js";
 import { ipv6Network } from "../../src/gateway/upgrade.js";
-import { mayBeRefresh } from "../../src/protocol/frames.js";
+import { mayBeFollow, mayBeRefresh } from "../../src/protocol/frames.js";
 import { checkId, strictIdProblem } from "../../src/protocol/ids.js";
 import { encodeState } from "../../src/protocol/state.js";
 import { callHook, callNow, HookError, isBoolean } from "../../src/runtime/hooks.js";
@@ -160,8 +160,17 @@ describe("the state size bound", () => {
   it("keeps the frame the gateway reads within what a state of maxStateBytes needs", () => {
     const limits = { ...DEFAULT_LIMITS, maxFrameBytes: 16_000_000 };
     // A refresh frame: any token of maxTokenBytes (8 KiB), every byte escaped (6 bytes), 4 KiB more.
-    expect(frameSizes(limits, 1_024)).to.deep.equal({ frame: 10_240, refresh: 53_248 });
-    expect(frameSizes(DEFAULT_LIMITS, 1_024)).to.deep.equal({ frame: 4_096, refresh: 53_248 });
+    // A follow-users frame: maxFollowFrameBytes (64 KiB), never less than any frame.
+    expect(frameSizes(limits, 1_024)).to.deep.equal({
+      frame: 10_240,
+      refresh: 53_248,
+      follow: 65_536,
+    });
+    expect(frameSizes(DEFAULT_LIMITS, 1_024)).to.deep.equal({
+      frame: 4_096,
+      refresh: 53_248,
+      follow: 65_536,
+    });
   });
 });
 
@@ -178,6 +187,16 @@ describe("a frame past the frame limit", () => {
     expect(mayBeRefresh(bytes(`{"type":"join","room":"doc","types":["join"]}`))).to.equal(false);
     // A byte of a multi-byte character is never a quote or a backslash.
     expect(mayBeRefresh(bytes(`{"token":"é\\"}`))).to.equal(true);
+  });
+
+  it("is told to be no follow-users from its second array or first nested brace, unparsed", () => {
+    const bytes = (text: string) => Buffer.from(text);
+    const follow = { type: "follow-users", users: ['a"[b', "{c}", "d:e"], ref: "r" };
+    expect(mayBeFollow(bytes(JSON.stringify(follow)))).to.equal(true);
+    const deep = `{"type":"state","room":"doc","state":{"k":[${"1,".repeat(1e6)}`;
+    expect(mayBeFollow(bytes(deep))).to.equal(false);
+    expect(mayBeFollow(bytes(`{"users":[["a"]]}`))).to.equal(false);
+    expect(mayBeFollow(bytes(`{"a":"","b":"","c":"","users":[]}`))).to.equal(false);
   });
 });
 
