@@ -15,6 +15,7 @@ import { scripts } from "./scripts.js";
 import type { Section } from "./section.js";
 import { socketIo } from "./socketio.js";
 import { sweep } from "./sweep.js";
+import { usersFollow } from "./usersFollow.js";
 
 /**
  * Every section, in the order a run takes them and its report shows them. A section's report may
@@ -33,6 +34,7 @@ export const SECTIONS: readonly Section[] = [
   counts,
   rosterReads,
   scripts,
+  usersFollow,
   bigRooms,
   socketIo,
   hocuspocus,

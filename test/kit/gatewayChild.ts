@@ -34,6 +34,8 @@ export interface GatewaySetup {
   engine?: RollcallOptions;
   limits?: Partial<Limits>;
   gateway?: GatewayProcessConfig["gateway"];
+  /** Any socket may follow any user's status. */
+  followAnyone?: boolean;
   /** The plain server answers frames (test/kit/gatewayProcess.ts). */
   answers?: boolean;
   /** Runs the process with --cpu-prof, its profile written here when it exits. */
@@ -60,6 +62,7 @@ export class GatewayChild {
       plain,
       answers: setup.answers ?? false,
       ...(setup.gateway === undefined ? {} : { gateway: setup.gateway }),
+      ...(setup.followAnyone ? { followAnyone: true } : {}),
     };
     const flags = ["--expose-gc"];
     if (setup.cpuProfileDir) flags.push("--cpu-prof", "--cpu-prof-dir", setup.cpuProfileDir);

@@ -32,6 +32,8 @@ export interface GatewayProcessConfig {
   answers?: boolean;
   /** Gateway options a bench sets beyond the caps (coalescing, count frames, a Sweeper). */
   gateway?: Pick<GatewayOptions, "coalesce" | "countIntervalMs" | "sweeper">;
+  /** Any socket may follow any user's status (an authorizeUsers hook that allows all). */
+  followAnyone?: boolean;
 }
 
 export type ToGateway =
@@ -161,6 +163,7 @@ async function main(): Promise<void> {
     pingMs: config.pingMs,
     limits: config.limits,
     ...config.gateway,
+    ...(config.followAnyone ? { authorizeUsers: () => true } : {}),
   });
   const { port } = await gateway.listen(0);
   serve(
