@@ -13,6 +13,7 @@ import { RoomCount } from "./count.js";
 import { Emitter } from "./emitter.js";
 import { GatewayError, type Link } from "./link.js";
 import { Room } from "./room.js";
+import { UserList } from "./users.js";
 
 export { GatewayError } from "./link.js";
 
@@ -49,6 +50,8 @@ interface ClientEvents extends Record<string, unknown[]> {
 }
 
 interface Pending {
+  /** Gets the reply frame (an ask's), before any later frame is handled. */
+  answered?: (reply: ServerFrame) => void;
   resolve: () => void;
   reject: (error: GatewayError) => void;
 }
@@ -65,6 +68,8 @@ export class RollcallClient extends Emitter<ClientEvents> {
   private currentStatus: Status = "connecting";
   private readonly rooms = new Map<string, Room>();
   private readonly counts = new Map<string, RoomCount>();
+  /** The users followed (one list at a time). */
+  private userList: UserList | undefined;
   private readonly pending = new Map<string, Pending>();
   private refs = 0;
   private failures = 0;
@@ -84,8 +89,14 @@ export class RollcallClient extends Emitter<ClientEvents> {
     this.WebSocketImpl = impl;
     this.link = {
       send: (frame, expectReply) => this.send(frame, expectReply),
+      ask: (frame, answered) => this.send(frame, answered),
       forget: (room) => void this.rooms.delete(room),
       forgetCount: (room) => void this.counts.delete(room),
+      forgetUsers: (list) => {
+        if (this.userList !== list) return false;
+        this.userList = undefined;
+        return true;
+      },
       typingIntervalMs: options.typingIntervalMs ?? 2_000,
     };
     void this.connect();
@@ -134,6 +145,25 @@ export class RollcallClient extends Emitter<ClientEvents> {
     return handle.ready.then(() => handle);
   }
 
+  /**
+   * Follows users' online status (a contact list; protocol version 2): resolves once the gateway
+   * has answered with every user's status, and the list then tells each change. The gateway's
+   * `authorizeUsers` hook decides whom the user may follow: the others are the list's `denied`,
+   * and with none allowed the call fails (FORBIDDEN). Followed again after a reconnect, the
+   * changes missed meanwhile told as changes. One list per client: a later call replaces it (it
+   * hears nothing more, and a first answer it still awaited fails with CLOSED).
+   */
+  followUsers(users: readonly string[]): Promise<UserList> {
+    if (this.currentStatus === "closed") {
+      return Promise.reject(new GatewayError("CLOSED", "the client was closed"));
+    }
+    const list = new UserList(this.link, users);
+    this.userList?.end(new GatewayError("CLOSED", "replaced by a later followUsers"));
+    this.userList = list;
+    if (this.currentStatus === "open") list.refollow();
+    return list.ready.then(() => list);
+  }
+
   /** Closes the socket for good: the gateway leaves every room. */
   close(): void {
     this.setStatus("closed");
@@ -146,11 +176,19 @@ export class RollcallClient extends Emitter<ClientEvents> {
     // No reconnect will watch them again: a count still awaited fails now.
     for (const watched of this.counts.values()) watched.end(closed);
     this.counts.clear();
+    this.userList?.end(closed);
+    this.userList = undefined;
     this.settleAll(closed);
   }
 
-  /** Sends a frame; with `expectReply`, resolves on its ack or snapshot, rejects on its error. */
-  private send(frame: ClientFrame, expectReply = false): Promise<void> {
+  /**
+   * Sends a frame; with `expectReply`, resolves on its ack or snapshot, rejects on its error (a
+   * function gets the reply frame first).
+   */
+  private send(
+    frame: ClientFrame,
+    expectReply: boolean | ((reply: ServerFrame) => void) = false,
+  ): Promise<void> {
     if (this.currentStatus !== "open" || !this.ws) {
       return Promise.reject(new GatewayError("CLOSED", "not connected"));
     }
@@ -160,7 +198,8 @@ export class RollcallClient extends Emitter<ClientEvents> {
     }
     const ref = `r${++this.refs}`;
     this.ws.send(JSON.stringify({ ...frame, ref }));
-    return new Promise((resolve, reject) => this.pending.set(ref, { resolve, reject }));
+    const answered = typeof expectReply === "function" ? expectReply : undefined;
+    return new Promise((resolve, reject) => this.pending.set(ref, { answered, resolve, reject }));
   }
 
   private async token(): Promise<string | undefined> {
@@ -250,6 +289,7 @@ export class RollcallClient extends Emitter<ClientEvents> {
         this.scheduleRefresh(frame.expiresAt);
         for (const room of this.rooms.values()) room.rejoin();
         for (const watched of this.counts.values()) watched.rewatch();
+        this.userList?.refollow();
         return;
       case "refreshed":
         if (frame.ref) this.settle(frame.ref);
@@ -271,6 +311,10 @@ export class RollcallClient extends Emitter<ClientEvents> {
         this.counts.get(frame.room)?.receive(frame.count);
         if (frame.ref) this.settle(frame.ref);
         return;
+      case "users":
+        if (frame.ref) this.settle(frame.ref, undefined, frame);
+        else this.userList?.receive(frame.statuses);
+        return;
       case "ack":
         this.settle(frame.ref);
         return;
@@ -286,11 +330,12 @@ export class RollcallClient extends Emitter<ClientEvents> {
     }
   }
 
-  private settle(ref: string, error?: GatewayError): void {
+  private settle(ref: string, error?: GatewayError, reply?: ServerFrame): void {
     const pending = this.pending.get(ref);
     this.pending.delete(ref);
-    if (error) pending?.reject(error);
-    else pending?.resolve();
+    if (error) return pending?.reject(error);
+    if (reply) pending?.answered?.(reply);
+    pending?.resolve();
   }
 
   private settleAll(error: GatewayError): void {

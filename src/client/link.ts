@@ -1,4 +1,4 @@
-import type { ClientFrame, FrameErrorCode } from "../protocol/frames.js";
+import type { ClientFrame, FrameErrorCode, ServerFrame } from "../protocol/frames.js";
 
 /** An error frame from the gateway, or a connection that could not be made. */
 export class GatewayError extends Error {
@@ -18,9 +18,16 @@ export class GatewayError extends Error {
 export interface Link {
   /** Sends a frame; with `expectReply`, resolves on its ack or snapshot, rejects on its error. */
   send(frame: ClientFrame, expectReply?: boolean): Promise<void>;
+  /**
+   * Sends a request whose reply carries data: `answered` gets the reply as it arrives, before any
+   * frame after it is handled; the promise then resolves, or rejects on the request's error.
+   */
+  ask(frame: ClientFrame, answered: (reply: ServerFrame) => void): Promise<void>;
   /** The app left the room. */
   forget(room: string): void;
   /** The app no longer watches the room's count. */
   forgetCount(room: string): void;
+  /** The app no longer follows users with this list: true if it was the client's current one. */
+  forgetUsers(list: object): boolean;
   readonly typingIntervalMs: number;
 }

@@ -133,6 +133,8 @@ async function main(): Promise<void> {
     heartbeatMs: windows.heartbeatMs,
     pingMs: windows.pingMs,
     origins: (origin) => DEMO_ORIGINS.test(origin),
+    // A demo: anyone may follow anyone's online status (a real deployment asks whom they know).
+    authorizeUsers: () => true,
   });
   const server = createServer((request, response) => {
     handle(request, response).catch((error: unknown) => {

@@ -269,6 +269,32 @@ describe("the demo page in a real browser, on two gateway processes", function (
     expect(await bob.locator("#log li", { hasText: "~ ann is now" }).count()).to.equal(1);
   });
 
+  it("follows users from a page: one goes online on another instance, then offline", async () => {
+    const [east, west] = gateways;
+    const ann = await open(east!, "ann", "contacts");
+    await ann.evaluate(`window.rollcallDemo.client.followUsers(["dora", "eli"]).then((list) => {
+      window.contacts = list;
+      window.contactChanges = [];
+      list.on("change", (s) => window.contactChanges.push((s.online ? "online:" : "offline:") + s.user));
+    })`);
+    const doraOnline = (online: boolean) => `window.contacts?.status("dora")?.online === ${online}`;
+    await until(ann, doraOnline(false));
+    expect(await ann.evaluate("window.contacts.statuses.map((s) => s.user)")).to.deep.equal([
+      "dora",
+      "eli",
+    ]);
+    const dora = await open(west!, "dora", "elsewhere");
+    await until(ann, doraOnline(true));
+    await dora.close();
+    await until(ann, doraOnline(false));
+    expect(await ann.evaluate("window.contactChanges")).to.deep.equal([
+      "online:dora",
+      "offline:dora",
+    ]);
+    const lastSeen = await ann.evaluate<number | null>('window.contacts.status("dora").lastSeenAt');
+    expect(lastSeen).to.be.a("number");
+  });
+
   it("fits a 380 px wide screen: no sideways scrolling, the roster and the input in view", async () => {
     const [east] = gateways;
     const page = await open(east!, "ann", "narrow", { width: 380, height: 700 });
