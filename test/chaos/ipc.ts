@@ -8,6 +8,12 @@ export interface ChildConfig {
   seed: number;
   rooms: string[];
   users: string[];
+  /**
+   * A writer's users who come and go: each called on now and then, in two rooms of their own
+   * (`rooms[i]`, `rooms[i + 1]`), so that they go online and offline (the run's other users are
+   * hardly ever out of every room).
+   */
+  visitors?: string[];
   /** A fleet writer's (fleet.ts) own settings. */
   fleet?: FleetConfig;
 }
@@ -42,7 +48,8 @@ export type ChildMessage =
   | { type: "call"; call: CallRecord }
   /** A call that rejected: no result. */
   | { type: "failed"; code: string }
-  | { type: "pass"; leaves: number; typingStops: number }
+  /** A sweeper's pass that expired something or changed a user's status (drained changes). */
+  | { type: "pass"; leaves: number; typingStops: number; statusChanges: number }
   | { type: "sweep-failed"; code: string }
   | { type: "unhandled"; message: string }
   /** A fleet writer's beat went out (every connection it holds heartbeated); counts so far. */

@@ -13,7 +13,7 @@
 import { parseArgs } from "node:util";
 import { Redis } from "ioredis";
 import { Rollcall, type RollcallOptions } from "../../src/index.js";
-import type { CallRecord } from "../kit/invariants.js";
+import { checkStatus, type CallRecord, type StatusReport } from "../kit/invariants.js";
 import { audit, explain, table, type Audit, type AuditViolation } from "../kit/audit.js";
 import { Child } from "./children.js";
 import type { ChildMessage } from "./ipc.js";
@@ -21,6 +21,7 @@ import { converged, Observers, quiet, Tally, until } from "./observers.js";
 import { newSeed, Random } from "../kit/random.js";
 import { saveSection } from "./report.js";
 import { RedisProcess } from "./server.js";
+import { StatusFollower, statusEnd, statusSettled } from "./statuses.js";
 import { eventually, sleep } from "../kit/wait.js";
 
 type Fault =
@@ -90,11 +91,16 @@ const ENGINE: RollcallOptions = {
 };
 const ROOMS = Array.from({ length: 8 }, (_, i) => `room${i}`);
 const USERS = Array.from({ length: 8 }, (_, i) => `u${i}`);
+/** Users who come and go (see ChildConfig): their status goes online and offline. */
+const VISITORS = Array.from({ length: 32 }, (_, i) => `v${i}`);
+const EVERYONE = [...USERS, ...VISITORS];
 const log = (line: string) => console.log(line);
 
 interface PhaseResult {
   phase: Phase;
   audit: Audit;
+  /** The users' status transitions against the rooms' events and the settled end. */
+  status: StatusReport;
   /** Problems found outside the record: replicas that did not converge, rooms left behind. */
   problems: string[];
   stats: Record<string, number | string>;
@@ -120,6 +126,7 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
   const counts = {
     failed: 0,
     passes: 0,
+    sweptStatuses: 0,
     sweepFailures: 0,
     childUnhandled: 0,
   };
@@ -130,6 +137,8 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
   const observers = new Observers(instance(), instance(), instance(), ROOMS);
   await observers.start();
   const { handled, pubsub, watches } = observers;
+  const follower = new StatusFollower(rc, connect(), ROOMS);
+  await follower.start();
 
   // Writers and sweepers, each its own process.
   const calls: CallRecord[] = [];
@@ -147,7 +156,8 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
         counts.failed++;
         break;
       case "pass":
-        counts.passes++;
+        if (message.leaves + message.typingStops > 0) counts.passes++;
+        counts.sweptStatuses += message.statusChanges;
         break;
       case "sweep-failed":
         counts.sweepFailures++;
@@ -161,7 +171,14 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
   const spawn = (role: Child["role"]) =>
     new Child(
       role,
-      { url: server.url, engine: ENGINE, seed: rng.fork().seed, rooms: ROOMS, users: USERS },
+      {
+        url: server.url,
+        engine: ENGINE,
+        seed: rng.fork().seed,
+        rooms: ROOMS,
+        users: USERS,
+        visitors: VISITORS,
+      },
       onMessage,
     );
   const writers = Array.from({ length: profile.writers }, () => spawn("writer"));
@@ -240,13 +257,23 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
       missing === 0 ? null : `pub/sub lacks the last event of ${missing} rooms`,
     );
   }, 5_000);
+  // Users' status: the sweepers drain what the leaves changed, and the follower hears it (or lost
+  // it: the users it lost track of are not judged). A status that never settles is judged.
+  await until(() => statusSettled(rc, ROOMS, EVERYONE), 10_000);
+  await until(() => follower.caughtUp(), 5_000);
+  const behind = (await follower.behind()).length;
+  const end = await statusEnd(rc, ROOMS, EVERYONE);
 
   await Promise.all(sweepers.map((s) => s.stop()));
+  follower.stop();
+  if (follower.errors.total > 0) problems.push(`unreadable messages: ${String(follower.errors)}`);
   await observers.stop();
   connections.forEach((c) => c.disconnect());
   await server.stop();
   process.off("unhandledRejection", onUnhandled);
   if (unhandled > 0) problems.push(`${unhandled} unhandled rejections in the runner`);
+  const status = checkStatus(follower.sightings, end);
+  const s = status.counts;
 
   const result = audit({
     handled,
@@ -276,11 +303,20 @@ async function runPhase(phase: Phase, profile: Profile, rng: Random): Promise<Ph
     "replica resyncs": resyncsAfterStart(observers.resyncs),
     "sweeper passes with expiries": counts.passes,
     "sweeper passes failed": counts.sweepFailures,
+    "status transitions seen": s.online + s.offline,
+    "status transitions judged": s.judged,
+    "status gaps, connections lost": `${s.gaps}, ${s.losses}`,
+    "offline while in a room: online after, lost track": `${s.early}: ${s.repaired}, ${s.untracked}`,
+    "offline while in a room, longest, ms": s.longestEarlyMs,
+    "users channels behind at the end": behind,
+    "users judged at the end": `${s.endJudged} of ${EVERYONE.length}`,
+    "status transitions by sweepers": counts.sweptStatuses,
     ...Object.fromEntries(FAULTS.map((f) => [`fault: ${f}`, injected[f]])),
     violations: result.violations.length,
+    "status violations": status.violations.length,
     "other problems": problems.length,
   };
-  return { phase, audit: result, problems, stats };
+  return { phase, audit: result, status, problems, stats };
 }
 
 /** The watches' resyncs but their first snapshots, by reason. */
@@ -327,7 +363,7 @@ async function main(): Promise<number> {
   log(`\n${summary}\n`);
   let failed = false;
   for (const r of results) {
-    const violations: AuditViolation[] = r.audit.violations;
+    const violations: AuditViolation[] = [...r.audit.violations, ...r.status.violations];
     if (violations.length === 0 && r.problems.length === 0) continue;
     failed = true;
     const rules = new Map<string, number>();
@@ -346,8 +382,10 @@ async function main(): Promise<number> {
       "# Chaos run (`make chaos`)",
       "",
       `Profile full, seed ${seed}: \`${replay}\`. ${profile.writers} writer and ` +
-        `${profile.sweepers} sweeper processes on one redis-server, a log consumer, a subscriber ` +
-        `and a RoomWatch per room in the runner; ${ROOMS.length} rooms, ${USERS.length} users, ` +
+        `${profile.sweepers} sweeper processes on one redis-server, a log consumer, a subscriber, ` +
+        `a RoomWatch per room and a follower of every room's and users channel in the runner; ` +
+        `${ROOMS.length} rooms, ${USERS.length} users and ${VISITORS.length} visitors (two rooms ` +
+        `each, called on rarely: their status comes and goes), ` +
         `presence window ${ENGINE.presenceWindowMs} ms, typing window ${ENGINE.typingWindowMs} ms, leave grace ${ENGINE.leaveGraceMs} ms.`,
       "",
       summary,
@@ -365,6 +403,18 @@ async function main(): Promise<number> {
       "- _violations_: the invariant checker (test/kit/invariants.ts) over the log (complete within",
       "  each epoch), pub/sub and the call results, plus: no number carried by two events, no",
       "  acknowledged write missing without a data-losing fault, every stored entry handled.",
+      "- _status_: the users' online and offline transitions, as a follower of every room's channel",
+      "  and every users channel heard them on one connection (so in Redis's order). Only what it",
+      "  knows is judged: a user's status from a transition on an unbroken chain of their users",
+      "  channel, a user's presence in a room from a join on an unbroken chain of the room's (a gap,",
+      "  another epoch, a lost connection: unknown until the next one). _judged_: transitions of a",
+      "  user whose status it knew, which must alternate. _offline while in a room_: offlines",
+      "  published while a room showed the user present, the join's change not yet applied (a",
+      "  drain's lag, which faults stretch: measured); each must be followed by an online, unless",
+      "  the follower lost track first. _users judged at the end_: once quiet and settled, every",
+      "  user's status() is online iff a roster lists them (judged for all), and the last transition",
+      "  heard of a user still known agrees. _by sweepers_: transitions made by the Sweepers'",
+      "  drains (left behind by a killed writer, or by their own expiries).",
       "",
     ].join("\n");
     const path = await saveSection("faults", markdown);

@@ -1,4 +1,7 @@
-/** A sweeper process of the chaos runner: a Sweeper until told to stop, its passes reported. */
+/**
+ * A sweeper process of the chaos runner: a Sweeper until told to stop, its passes reported (a
+ * Sweeper's pass also drains every bucket's user changes into the users' status).
+ */
 import { Redis } from "ioredis";
 import { Rollcall, Sweeper } from "../../src/index.js";
 import { child, tell } from "./ipc.js";
@@ -11,8 +14,9 @@ const sweeper = new Sweeper(new Rollcall(redis, config.engine), {
   maxBackoffMs: 1_000,
 });
 sweeper.on("pass", (pass) => {
-  if (pass.leaves + pass.typingStops > 0) {
-    tell({ type: "pass", leaves: pass.leaves, typingStops: pass.typingStops });
+  const { leaves, typingStops, statusChanges } = pass;
+  if (leaves + typingStops + statusChanges > 0) {
+    tell({ type: "pass", leaves, typingStops, statusChanges });
   }
 });
 sweeper.on("failed", (error) => tell({ type: "sweep-failed", code: error.code }));

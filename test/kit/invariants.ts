@@ -11,8 +11,10 @@ import type {
   LeaveResult,
   PresenceEvent,
   StateResult,
+  StatusChange,
   StopTypingResult,
   TypingResult,
+  UserStatus,
 } from "../../src/index.js";
 
 /** One engine call and its reply, as the caller received it. */
@@ -48,7 +50,13 @@ export type Rule =
   /** Invariant 8: no two calls claim one event (the bug of replies after a resend). */
   | "double-claim"
   /** Invariant 2 and 3: once quiet and swept, nobody is left present or typing. */
-  | "quiet-end";
+  | "quiet-end"
+  /** Users' status: online, offline, online, … per user; seq increasing along a users channel. */
+  | "status"
+  /** Users' status: an offline published while the user was in a room is followed by an online. */
+  | "status-early"
+  /** Users' status, settled: online iff in some roster, as the last transition seen says. */
+  | "status-end";
 
 export interface Violation {
   rule: Rule;
@@ -246,6 +254,18 @@ class Observer {
     return this.seen.has(key);
   }
 
+  /** The rooms this observer knows `user` is in: it saw the join, and every event since. */
+  roomsOf(user: string): string[] {
+    return [...this.rooms]
+      .filter(([, room]) => room.users.get(user)?.present === true)
+      .map(([name]) => name);
+  }
+
+  /** Its connection was lost: what was published meanwhile is unknown, in every room. */
+  lose(): void {
+    for (const room of this.rooms.values()) room.resync();
+  }
+
   observe(e: PresenceEvent): void {
     const earlier = this.seen.get(keyOf(e));
     if (earlier) return this.repeated(earlier, e);
@@ -427,5 +447,261 @@ class CallCheck {
   private flag(rule: Rule, call: CallRecord, detail: string): void {
     const { room, user, op } = call;
     this.findings.flag({ rule, room, user, detail: `${op}: ${detail}` });
+  }
+}
+
+/**
+ * What one subscriber of every room's channel and every bucket's users channel saw, on one
+ * connection, in the order it saw it: Redis writes a connection its messages in the order it
+ * published them, so a transition's place among the room events is where Redis made it.
+ */
+export type Sighting =
+  | { kind: "event"; event: PresenceEvent }
+  | { kind: "status"; bucket: number; change: StatusChange }
+  /** The connection closed: what was published until it subscribed again is lost. */
+  | { kind: "lost" };
+
+/** The deployment once quiet and settled: what the last transitions seen are judged by. */
+export interface SettledEnd {
+  /** Every user's status() at the end. */
+  statuses: readonly UserStatus[];
+  /** The users some room's roster lists at the end. */
+  rostered: ReadonlySet<string>;
+  userBucket: (user: string) => number;
+}
+
+export interface StatusCounts {
+  online: number;
+  offline: number;
+  /** Transitions of a user whose status the observer knew: checked for alternation. */
+  judged: number;
+  /** Holes in a users channel's chain, and connections lost: each time, users not known. */
+  gaps: number;
+  losses: number;
+  /**
+   * Offlines published while the rooms showed the user present (joined, every event since
+   * seen): the join's user change not applied yet, a drain's lag. Of those, the ones an online
+   * of the user followed, and the ones the observer lost track of first.
+   */
+  early: number;
+  repaired: number;
+  untracked: number;
+  /** The longest an early offline stood before its online (Redis time), ms. */
+  longestEarlyMs: number;
+  /** Users whose last transition seen was judged against their status at the end. */
+  endJudged: number;
+}
+
+export interface StatusReport {
+  violations: Violation[];
+  counts: StatusCounts;
+}
+
+/**
+ * Checks users' online and offline transitions against each other, against the room events the
+ * same subscriber saw, and against the settled end (when given). Pub/sub loses messages: a
+ * user's status is known only from a transition seen on an unbroken chain of their bucket's
+ * channel (no gap, no other epoch, no lost connection since), a user's presence in a room only
+ * from a join seen on an unbroken chain of the room's, and only what is known is judged:
+ * - a user known online never goes online again, known offline never offline again;
+ * - an offline of a user the rooms show present is the lag of a drain (as long as a fault keeps
+ *   drains from running: measured, not judged): that join's change waits to be applied, and
+ *   applying it makes an online. So, once settled, an online must have followed it, unless the
+ *   observer lost track of the user first;
+ * - at the end, each user's status() is online iff some roster lists them, and the last
+ *   transition seen of a user still known says the same.
+ */
+export function checkStatus(sightings: readonly Sighting[], end?: SettledEnd): StatusReport {
+  return new StatusCheck().run(sightings, end);
+}
+
+/** One bucket's users channel as the observer follows it. */
+class UsersView {
+  epoch: string | undefined;
+  seq: number | undefined;
+  /** Followed from a transition that started the chain (prev 0): nobody else is online. */
+  known: boolean;
+  /** Users known online (true) or offline (false). */
+  readonly users = new Map<string, boolean>();
+
+  constructor(known: boolean) {
+    this.known = known;
+  }
+
+  resync(): void {
+    this.users.clear();
+    this.known = false;
+  }
+
+  /** The chain starts (its counter new with the bucket's data): every user was offline. */
+  started(): void {
+    this.users.clear();
+    this.known = true;
+  }
+
+  /** Online, offline, or undefined while the observer cannot tell. */
+  status(user: string): boolean | undefined {
+    return this.users.get(user) ?? (this.known ? false : undefined);
+  }
+}
+
+/** An offline published while the rooms showed its user present. */
+interface Early {
+  change: StatusChange;
+  bucket: number;
+  rooms: string[];
+}
+
+const transitionLabel = (c: StatusChange) =>
+  `${c.type} of ${c.user} #${c.seq} (prev ${c.prev}) in ${c.epoch}`;
+
+class StatusCheck {
+  private readonly violations: Violation[] = [];
+  private readonly counts: StatusCounts = {
+    online: 0,
+    offline: 0,
+    judged: 0,
+    gaps: 0,
+    losses: 0,
+    early: 0,
+    repaired: 0,
+    untracked: 0,
+    longestEarlyMs: 0,
+    endJudged: 0,
+  };
+  /** The rooms as the same subscriber saw them (their own rules are the subscriber audit's). */
+  private readonly rooms = new Observer("status subscriber", false, new Findings());
+  private readonly buckets = new Map<number, UsersView>();
+  /** Early offlines no online has followed yet, by user. */
+  private readonly early = new Map<string, Early>();
+
+  run(sightings: readonly Sighting[], end: SettledEnd | undefined): StatusReport {
+    for (const s of sightings) {
+      if (s.kind === "event") this.rooms.observe(s.event);
+      else if (s.kind === "status") this.transition(s.bucket, s.change);
+      else this.lose();
+    }
+    if (end) this.checkEnd(end);
+    return { violations: this.violations, counts: this.counts };
+  }
+
+  /** A bucket first heard of after a lost connection may have lost transitions: unknown. */
+  private view(bucket: number): UsersView {
+    let view = this.buckets.get(bucket);
+    if (!view) {
+      view = new UsersView(this.counts.losses === 0);
+      this.buckets.set(bucket, view);
+    }
+    return view;
+  }
+
+  private lose(): void {
+    this.counts.losses++;
+    this.rooms.lose();
+    for (const bucket of this.buckets.keys()) this.resync(bucket);
+  }
+
+  /** The observer lost the thread of a bucket: its users' status, and their early offlines. */
+  private resync(bucket: number): void {
+    this.view(bucket).resync();
+    for (const [user, early] of this.early) {
+      if (early.bucket !== bucket) continue;
+      this.counts.untracked++;
+      this.early.delete(user);
+    }
+  }
+
+  private transition(bucket: number, c: StatusChange): void {
+    this.follow(bucket, c);
+    const view = this.view(bucket);
+    const online = c.type === "online";
+    const before = view.status(c.user);
+    this.counts[c.type]++;
+    if (before !== undefined) {
+      this.counts.judged++;
+      if (before === online) this.flag("status", `users ${bucket}`, c, `while ${c.type}`);
+    }
+    view.users.set(c.user, online);
+    const early = this.early.get(c.user);
+    if (online && early) {
+      this.counts.repaired++;
+      this.counts.longestEarlyMs = Math.max(this.counts.longestEarlyMs, c.at - early.change.at);
+      this.early.delete(c.user);
+    }
+    const rooms = online ? [] : this.rooms.roomsOf(c.user);
+    if (rooms.length > 0) {
+      this.counts.early++;
+      this.early.set(c.user, { change: c, bucket, rooms });
+    }
+  }
+
+  /** The bucket's chain: seq increasing within an epoch, each prev the last one seen. */
+  private follow(bucket: number, c: StatusChange): void {
+    const view = this.view(bucket);
+    if (view.seq !== undefined && view.epoch === c.epoch) {
+      if (c.seq <= view.seq) {
+        this.flag("status", `users ${bucket}`, c, `after #${view.seq}`);
+        this.resync(bucket);
+      } else if (c.prev !== view.seq) {
+        this.counts.gaps++;
+        this.resync(bucket);
+      }
+    } else if (view.seq !== undefined || c.prev !== 0) {
+      // Another epoch (its first prev may be the old chain's: numbers are unique per epoch
+      // only), or a first transition heard that follows others.
+      if (view.seq === undefined && view.known) this.counts.gaps++;
+      this.resync(bucket);
+    }
+    if (c.prev === 0) view.started();
+    view.epoch = c.epoch;
+    view.seq = c.seq;
+  }
+
+  private checkEnd(end: SettledEnd): void {
+    for (const { change, rooms } of this.early.values()) {
+      this.flag(
+        "status-early",
+        rooms.join(","),
+        change,
+        `while in ${rooms.join(", ")}, no online since`,
+      );
+    }
+    for (const status of end.statuses) {
+      const { user, online } = status;
+      const bucket = end.userBucket(user);
+      const listed = end.rostered.has(user);
+      const word = (on: boolean) => (on ? "online" : "offline");
+      if (online !== listed) {
+        this.flagUser(
+          bucket,
+          user,
+          `status() says ${word(online)}, ${listed ? "a" : "no"} roster lists them`,
+        );
+      }
+      const seen = this.view(bucket).status(user);
+      if (seen === undefined) continue;
+      this.counts.endJudged++;
+      if (seen !== online) {
+        this.flagUser(
+          bucket,
+          user,
+          `status() says ${word(online)}, the last transition seen ${word(seen)}`,
+        );
+      }
+    }
+  }
+
+  private flag(rule: Rule, room: string, c: StatusChange, detail: string): void {
+    const what = `${transitionLabel(c)} ${detail}`;
+    this.violations.push({ rule, room, user: c.user, source: "status subscriber", detail: what });
+  }
+
+  private flagUser(bucket: number, user: string, detail: string): void {
+    this.violations.push({
+      rule: "status-end",
+      room: `users ${bucket}`,
+      user,
+      detail: `at the end, ${detail}`,
+    });
   }
 }
