@@ -46,10 +46,12 @@ local function announce(user, kind, field, value)
 end
 
 -- A user online for long keeps the tombstones of the rooms they left: those older than a key
--- TTL (no reader of a stream lags that long; the stream itself expires after one) go.
-local TOMBSTONES_FROM = 64
+-- TTL (no reader of a stream lags that long; the stream itself expires after one) go, looked for
+-- each time the hash doubles from 128 fields on, so that a user in many rooms pays for it once
+-- per doubling, not per change.
 local function prune(rooms)
-  if rcall('HLEN', rooms) <= TOMBSTONES_FROM then
+  local size = rcall('HLEN', rooms)
+  if size < 128 or bit.band(size, size - 1) ~= 0 then
     return
   end
   local all, old = rcall('HGETALL', rooms), {}
@@ -79,7 +81,9 @@ for i = 4, #ARGV do
     o2, s2 = tonumber(o2), tonumber(s2)
   end
   if not stored or newer(ordinal, seq, o2, s2) then
-    rcall('HSET', rooms, room, sign .. ordinal .. ':' .. seq .. ':' .. at)
+    if rcall('HSET', rooms, room, sign .. ordinal .. ':' .. seq .. ':' .. at) == 1 then
+      prune(rooms)
+    end
     local n, since, last, ended = 0, 0, 0, 0
     local status = rcall('GET', statusKey)
     if status then
@@ -100,8 +104,6 @@ for i = 4, #ARGV do
       rcall('PEXPIRE', rooms, retention)
       announce(user, 'offline', 'lastSeenAt', last)
       offline = offline + 1
-    elseif sign == '-' and n > 1 then
-      prune(rooms)
     elseif sign == '-' and n == 0 then
       -- A leave whose join this user's status never counted (lost before it was applied).
       last, ended = math.max(last, at), 0

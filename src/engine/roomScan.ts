@@ -35,7 +35,10 @@ export async function roomsOfBuckets(
         for (const key of keys) {
           const [, tag, room] = roomKey.exec(key) ?? [];
           const bucket = Number(tag);
-          if (room === undefined || bucket >= buckets || bucketOf(room, buckets) !== bucket) {
+          // A hidden room (invisible connections, '\u0001' and the room's id) is in its room's bucket.
+          const owner = room?.startsWith("\u0001") ? room.slice(1) : room;
+          if (room === undefined || owner === undefined || bucket >= buckets) continue;
+          if (bucketOf(owner, buckets) !== bucket) {
             continue;
           }
           let rooms = found.get(bucket);

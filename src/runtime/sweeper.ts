@@ -30,7 +30,10 @@ export interface PassStats extends SweepCounts {
   /** How long the longest overdue room had been due when the pass found it: the sweep's lag. */
   lagMs: number;
   durationMs: number;
-  /** Users who went online or offline by the user changes the pass applied (see applyUserChanges). */
+  /**
+   * Users who went online or offline by the user changes this Sweeper applied since its last pass
+   * (in the background: see applyUserChanges).
+   */
   statusChanges: number;
 }
 
@@ -52,6 +55,8 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
   private readonly batch: number;
   private readonly reconcileMs: number;
   private nextReconcile = 0;
+  /** Status transitions made by this Sweeper's drains since its last pass. */
+  private statusChanges = 0;
   private readonly loop: Loop;
 
   constructor(
@@ -109,8 +114,9 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
       leaves: 0,
       typingStops: 0,
       durationMs: 0,
-      statusChanges: 0,
+      statusChanges: this.statusChanges,
     };
+    this.statusChanges = 0;
     // A bucket that fails (a record no script can read) must not keep the others from being
     // swept: every bucket is tried, and the pass reports the first failure at its end.
     const sweepBucket = async (bucket: number) => {
@@ -129,8 +135,7 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
         stats.typingStops += swept.typingStops;
         failure ??= swept.failure;
       } while (swept.more && !this.loop.stopped);
-      // What this pass's leaves changed, and what a process that died left unapplied.
-      stats.statusChanges += await this.rollcall.applyUserChanges(bucket);
+      this.applyUserChanges(bucket);
       if (failure !== null)
         throw new RedisCallError(`sweep of bucket ${bucket}`, new Error(failure));
     };
@@ -142,6 +147,22 @@ export class Sweeper extends EventEmitter<SweeperEvents> {
     if (failed) throw failed.reason;
     stats.durationMs = performance.now() - started;
     return stats;
+  }
+
+  /**
+   * Applies the bucket's user changes, those of this pass's leaves and those a process that died
+   * left unapplied, in the background: the sweeps' rhythm, which tells a stall of Redis (see
+   * sweepBucket's everyMs), must not wait for them. One drain per bucket runs at a time (the
+   * engine's); one that fails is tried again next pass, and a script failure is reported.
+   */
+  private applyUserChanges(bucket: number): void {
+    this.rollcall.applyUserChanges(bucket).then(
+      (made) => (this.statusChanges += made),
+      (error: unknown) => {
+        if ((error as RollcallError).code === "SCRIPT_ERROR")
+          this.report(error as RollcallError, 0);
+      },
+    );
   }
 
   /** Counts every room anew once reconcileMs has passed since the last time (0: never). */

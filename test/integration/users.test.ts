@@ -64,10 +64,11 @@ describe("users' status", () => {
     try {
       const pass = await sweeper.sweepOnce();
       expect(pass.leaves).to.equal(1);
-      expect(pass.statusChanges).to.be.at.least(1);
     } finally {
       await sweeper.stop();
     }
+    // The pass applies its leaves' user changes in the background: done when this resolves.
+    await rc.applyUserChanges(rc.bucketOf("lobby"));
     const status = await statusOf(rc, "bob");
     expect(status.online).to.equal(false);
     // Never before the last heartbeat applied; the connection ended a window after it.
@@ -94,9 +95,14 @@ describe("users' status", () => {
     const [rc] = instances as [Rollcall];
     const seen = await transitions(rc);
     const users = Array.from({ length: 20 }, (_, i) => `u${i}`);
-    for (let round = 0; round < 3; round++) {
-      await rc.heartbeatMany(users.map((user) => ({ room: `r${round}`, user, connection: "c" })));
-      await Promise.all(users.map((user) => rc.leave(`r${round}`, user, "c")));
+    // Rooms of one bucket: their changes are in one stream, applied in its order whoever drains
+    // it (changes of two buckets are applied in the order their drains run: see design.md).
+    const rooms = Array.from({ length: 100 }, (_, i) => `r${i}`)
+      .filter((room) => rc.bucketOf(room) === rc.bucketOf("r0"))
+      .slice(0, 3);
+    for (const room of rooms) {
+      await rc.heartbeatMany(users.map((user) => ({ room, user, connection: "c" })));
+      await Promise.all(users.map((user) => rc.leave(room, user, "c")));
     }
     const buckets = Array.from({ length: rc.settings.buckets }, (_, b) => b);
     await Promise.all(instances.flatMap((i) => buckets.map((b) => i.applyUserChanges(b))));
