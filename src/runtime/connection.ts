@@ -261,6 +261,7 @@ class Now<F> implements Turn {
     // A join that comes after the close (it waited for something) joins nothing.
     if (connection.closed) return { joined: false, full: false, event: null };
     const isNew = !connection.has(room);
+    const switching = !isNew && connection.invisibleIn(room) !== invisible;
     if (isNew && admit) await admit();
     const follower = connection.follower;
     const local = follower === undefined ? undefined : host.room(room);
@@ -270,9 +271,7 @@ class Now<F> implements Turn {
     try {
       await local?.subscription;
       if (state !== undefined) encodeState(state, host.rollcall.settings.maxStateBytes);
-      if (!isNew && connection.invisibleIn(room) !== invisible) {
-        await this.switchVisibility(room, invisible);
-      }
+      if (switching) await this.switchVisibility(room, invisible);
       result = await host.batch.add({
         ...connection.heartbeat(room, invisible),
         ...(state === undefined ? {} : { state }),
@@ -283,7 +282,8 @@ class Now<F> implements Turn {
       throw error;
     }
     if (result.full) {
-      if (isNew) connection.drop(room);
+      // Switched, it had left: a round's heartbeat (no capacity) must not join it after all.
+      if (isNew || switching) connection.drop(room);
       return result;
     }
     if (isNew && !retry) connection.enter(room, invisible);

@@ -182,6 +182,21 @@ describe("invisible connections through the gateway", () => {
     ]);
   });
 
+  it("counts invisible members apart from the room's capacity, and a switch into a full room out", async () => {
+    const { url, rollcall } = await startGateway({ capacity: 1 });
+    await connect(url, "bob").join("doc");
+    const ann = await raw(url, "ann");
+    ann.send({ type: "join", room: "doc", invisible: true, ref: "unseen" });
+    expect(await ann.reply("unseen")).to.include({ type: "snapshot" });
+    ann.send({ type: "join", room: "doc", ref: "seen" });
+    expect(await ann.reply("seen")).to.include({ type: "error", code: "ROOM_FULL" });
+    // Out of the room, hidden or not: no heartbeat round of the gateway brings ann back.
+    expect(await hidden(rollcall, "doc", "ann")).to.equal(false);
+    ann.send({ type: "typing", room: "doc", ref: "typing" });
+    expect(await ann.reply("typing")).to.include({ type: "error", code: "NOT_JOINED" });
+    expect(await seen(rollcall, "doc", "ann")).to.deep.include({ members: ["bob"], online: false });
+  });
+
   it("refuses an invisible that is not a boolean, in a frame, a token or an identity", async () => {
     const { url, rollcall } = await startGateway();
     const ann = await raw(url, "ann");
