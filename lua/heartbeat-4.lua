@@ -208,7 +208,7 @@ local function beat(r, user, conn, state, capacity)
     end
     outcome = OUTCOME.joined
     seq, epoch, ordinal = Events.publish(r, user, 'join', Events.stateFragment(rec.s) .. Events.rosterFragment(r))
-    Events.userChange(r, user, '+', now, seq, ordinal)
+    Events.userChange(r, user, '+', now, seq, epoch)
   elseif changed then
     seq, epoch, ordinal = Events.publish(r, user, 'update', Events.stateFragment(rec.s))
   end

@@ -13,10 +13,10 @@
     '<tag>:p:<user>'  string '<rooms>:<since>:<lastSeen>:<ended>': rooms the user is present in
                       (0: offline), since when (while online), when the last online period
                       ended (0: none kept), the latest end of a room left in the current one
-    '<tag>:q:<user>'  hash: room -> '<sign><epoch ordinal>:<seq>:<at>', the last change applied
+    '<tag>:q:<user>'  hash: room -> '<sign><epoch start>:<seq>:<at>', the last change applied
   Online, both keys live until the user goes offline; offline, for the retention.
   ARGV[3] retention, ms   ARGV[4] and on: changes, each
-    '<sign>\n<at>\n<epoch ordinal>\n<seq>\n<user>\n<room>' ('+' joined at, '-' left: the last
+    '<sign>\n<at>\n<epoch start>\n<seq>\n<user>\n<room>' ('+' joined at, '-' left: the last
     connection ended at)
   The bucket's users channel '<tag>:users' carries each transition: '{"v":2,"type":"online" or
   "offline","user","since" or "lastSeenAt","at","epoch","seq","prev","mac"}', seq counted in the
@@ -27,13 +27,14 @@
 -- @include "epoch"
 local retention = tonumber(ARGV[3])
 
--- Whether (ordinal, seq) comes after (ordinal2, seq2): within an epoch by seq, across epochs by
--- ordinal (they wrap at 65535, see epoch).
-local function newer(ordinal, seq, ordinal2, seq2)
-  if ordinal == ordinal2 then
+-- Whether (epoch, seq) comes after (epoch2, seq2): within an epoch by seq, across epochs by their
+-- start (hex of Redis's time in µs, see epoch; an epoch starts after every one before it, even
+-- when data was lost and the bucket's counter went back).
+local function newer(epoch, seq, epoch2, seq2)
+  if epoch == epoch2 then
     return seq > seq2
   end
-  return (ordinal - ordinal2) % 65535 < 32768
+  return tonumber(epoch, 16) > tonumber(epoch2, 16)
 end
 
 local function announce(user, kind, field, value)
@@ -56,7 +57,7 @@ local function prune(rooms)
   end
   local all, old = rcall('HGETALL', rooms), {}
   for i = 1, #all, 2 do
-    local at = string.match(all[i + 1], '^%-%d+:%d+:(%d+)$')
+    local at = string.match(all[i + 1], '^%-%x+:%d+:(%d+)$')
     if at and tonumber(at) + keyTtl < now then
       old[#old + 1] = all[i]
     end
@@ -68,20 +69,20 @@ end
 
 local online, offline = 0, 0
 for i = 4, #ARGV do
-  local sign, at, ordinal, seq, user, room = string.match(ARGV[i], '^([+-])\n(%d+)\n(%d+)\n(%d+)\n([^\n]+)\n(.+)$')
+  local sign, at, epoch, seq, user, room = string.match(ARGV[i], '^([+-])\n(%d+)\n(%x+)\n(%d+)\n([^\n]+)\n(.+)$')
   if not sign then
     return redis.error_reply('ERR rollcall: malformed user change ' .. ARGV[i])
   end
-  at, ordinal, seq = tonumber(at), tonumber(ordinal), tonumber(seq)
+  at, seq = tonumber(at), tonumber(seq)
   local statusKey, rooms = tag .. ':p:' .. user, tag .. ':q:' .. user
   local stored = rcall('HGET', rooms, room)
-  local was, o2, s2 = nil, 0, 0
+  local was, epoch2, seq2 = nil, '', 0
   if stored then
-    was, o2, s2 = string.match(stored, '^([+-])(%d+):(%d+):')
-    o2, s2 = tonumber(o2), tonumber(s2)
+    was, epoch2, seq2 = string.match(stored, '^([+-])(%x+):(%d+):')
+    seq2 = tonumber(seq2)
   end
-  if not stored or newer(ordinal, seq, o2, s2) then
-    if rcall('HSET', rooms, room, sign .. ordinal .. ':' .. seq .. ':' .. at) == 1 then
+  if not stored or newer(epoch, seq, epoch2, seq2) then
+    if rcall('HSET', rooms, room, sign .. epoch .. ':' .. seq .. ':' .. at) == 1 then
       prune(rooms)
     end
     local n, since, last, ended = 0, 0, 0, 0

@@ -45,13 +45,16 @@ local Events = defineModule('Events', function(bucket)
     return seq, epoch, ordinal
   end
 
-  -- A visible member of `r` joined ('+') or left ('-') with the event numbered (ordinal, seq):
+  -- A visible member of `r` joined ('+') or left ('-') with the event numbered `seq` in `epoch`:
   -- the change, for the user's status, with when it happened (a leave: when the member's last
-  -- connection ended, which the grace or an expiry can precede by a while).
-  local function userChange(r, user, sign, at, seq, ordinal)
+  -- connection ended, which the grace or an expiry can precede by a while). The epoch goes as its
+  -- start time (its id after the replication id's 8 characters, hex: see epoch), which orders
+  -- epochs even when a bucket's counter and ordinals were lost with its data.
+  local function userChange(r, user, sign, at, seq, epoch)
     if seq then
       local changes = bucket.tag .. ':ux'
-      rcall('XADD', changes, '*', 'c', sign .. '\n' .. at .. '\n' .. ordinal .. '\n' .. seq .. '\n' .. user .. '\n' .. r.name)
+      local change = sign .. '\n' .. at .. '\n' .. string.sub(epoch, 9) .. '\n' .. seq .. '\n' .. user .. '\n' .. r.name
+      rcall('XADD', changes, '*', 'c', change)
       rcall('PEXPIRE', changes, bucket.keyTtl)
     end
   end

@@ -67,7 +67,7 @@ local Presence = defineModule('Presence', function(bucket)
     end
     local seq, epoch, ordinal =
       Events.publish(r, user, 'leave', Events.reasonFragment(reason) .. Events.rosterFragment(r))
-    Events.userChange(r, user, '-', at, seq, ordinal)
+    Events.userChange(r, user, '-', at, seq, epoch)
     local count = Members.count(r)
     if count == 0 then
       Members.dropRoom(r)
