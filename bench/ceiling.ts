@@ -71,7 +71,7 @@ const EXPECTED: Record<CeilingScript, Expected> = {
  * window so nobody expires, and the longest key TTL so that no heartbeat of the run crosses into
  * a new quarter of it (that one would refresh the TTLs, and fail the run as not steady).
  */
-const DEPLOYMENT: RollcallOptions = {
+export const DEPLOYMENT: RollcallOptions = {
   presenceWindowMs: 3_600_000,
   leaveGraceMs: 0,
   keyTtlMs: 30 * 86_400_000,
@@ -240,13 +240,29 @@ export async function captureHeartbeat(
   return args.map((a) => random.get(a) ?? a);
 }
 
+/** How ioredis reports a reply it expected no command for. */
+const STRAY_REPLY = /^Command queue state error/;
+
 /**
  * The EVALSHA a call sends, seen through MONITOR. The connection must have run the script
  * already, so that ioredis sends EVALSHA rather than EVAL; the script must stay loaded.
  */
 export async function captureEvalsha(lab: Lab, call: () => Promise<unknown>): Promise<string[]> {
-  const monitor = lab.track(await lab.admin.monitor());
-  const seen = new Promise<string[]>((resolve) => {
+  // Redis.monitor(), with an error listener from the start: other clients' commands (a join's
+  // drain of user changes runs on in the background) can reach the monitor with MONITOR's reply,
+  // before ioredis knows it is monitoring, or as it closes; ioredis reports each as a stray reply.
+  // Nothing is captured from those: only the call's own command, sent once monitoring.
+  const monitor = lab.track(lab.admin.duplicate({ monitor: true, lazyConnect: false }));
+  let fail: (error: Error) => void = () => {};
+  monitor.on("error", (error: Error) => {
+    if (!STRAY_REPLY.test(error.message)) fail(error);
+  });
+  await new Promise((resolve, reject) => {
+    fail = reject;
+    monitor.once("monitoring", resolve);
+  });
+  const seen = new Promise<string[]>((resolve, reject) => {
+    fail = reject;
     monitor.on("monitor", (_time: string, args: string[], source: string) => {
       if (source !== "lua" && args[0]?.toLowerCase() === "evalsha") resolve(args);
     });
