@@ -15,6 +15,7 @@ import { scripts } from "./scripts.js";
 import type { Section } from "./section.js";
 import { socketIo } from "./socketio.js";
 import { sweep } from "./sweep.js";
+import { users } from "./users.js";
 import { usersFollow } from "./usersFollow.js";
 
 /**
@@ -34,6 +35,7 @@ export const SECTIONS: readonly Section[] = [
   counts,
   rosterReads,
   scripts,
+  users,
   usersFollow,
   bigRooms,
   socketIo,
