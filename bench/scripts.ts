@@ -52,25 +52,37 @@ export function definitionsOnly(script: string): string {
   return expandIncludes(source, file, includeReader(LUA_DIR));
 }
 
-/** Redis time per script call since the last reset, µs: EVALSHA and EVAL alike. */
-async function usPerCall(lab: Lab): Promise<number> {
+/**
+ * Redis time of scripts since the last reset (EVALSHA and EVAL alike), µs per call made: per
+ * `made` calls when given (the scripts they caused, such as the users script applying a join's
+ * user change, count towards them), else per script run.
+ */
+async function usPerCall(lab: Lab, made?: number): Promise<number> {
   const stats = await commandStats(lab.admin);
   const [calls, usec] = ["evalsha", "eval"].reduce(
     ([c, u], name) => [c + (stats.get(name)?.calls ?? 0), u + (stats.get(name)?.usec ?? 0)],
     [0, 0],
   );
   if (calls === 0) throw new Error("no script ran");
-  return usec / calls;
+  return usec / (made ?? calls);
 }
 
-/** Each call once per room, timed by Redis; one of them captured first, for its definitions. */
+/**
+ * Each call once per room, timed by Redis; one of them captured first, for its definitions.
+ * `settled` resolves once what the calls set going in the background (the user changes of joins
+ * and leaves, applied after them) is done: a call's figure includes it, and nothing of it spills
+ * into the capture or the next measure.
+ */
 async function measure(
   lab: Lab,
   count: number,
   call: (i: number) => Promise<unknown>,
+  settled: () => Promise<unknown>,
 ): Promise<{ us: number; command: string[] }> {
   await call(0);
+  await settled();
   const command = await captureEvalsha(lab, () => call(1));
+  await settled();
   await lab.collectLuaGarbage();
   await resetStats(lab.admin);
   await forEachInFlight(
@@ -78,7 +90,8 @@ async function measure(
     16,
     call,
   );
-  return { us: await usPerCall(lab), command };
+  await settled();
+  return { us: await usPerCall(lab, count - 2), command };
 }
 
 /** Redis time per call of `lua`, sent each of `calls` (keys and arguments as EVALSHA takes). */
@@ -144,7 +157,8 @@ async function roomsOf(lab: Lab, rooms: number, roomSize: number): Promise<Scrip
     // At maxmemory Redis refuses the script before it runs (no script time), and its variant
     // for the limit runs: what the path costs is that run.
     if (atLimit) await lab.admin.config("SET", "maxmemory", "1");
-    const { us, command } = await measure(lab, rooms, call).finally(
+    const settled = () => rollcall.applyUserChanges(0);
+    const { us, command } = await measure(lab, rooms, call, settled).finally(
       () => atLimit && lab.admin.config("SET", "maxmemory", "0"),
     );
     const definitions = await scriptUs(

@@ -149,6 +149,9 @@ export class UserChangeDrain {
       return running;
     }
     const drained = (async () => {
+      // Started on the next turn of the event loop: the joins and leaves whose replies came in
+      // this one (a burst, a batch's calls) share a drain, and a script call.
+      await new Promise((resolve) => setImmediate(resolve));
       let transitions = 0;
       do {
         this.again.delete(bucket);
