@@ -96,6 +96,7 @@ describe("engine layout", () => {
     // so the join, then a beat a millisecond later, then the one counted.
     await stopClock(rc.redis, rc, 1_700_000_000_000);
     await rc.heartbeat("room", "ann", "c");
+    await rc.applyUserChanges(rc.bucketOf("room")); // the join's user change, applied after it
     await stopClock(rc.redis, rc, 1_700_000_000_001);
     await rc.heartbeat("room", "ann", "c");
     await rc.redis.config("RESETSTAT");
