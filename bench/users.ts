@@ -342,7 +342,11 @@ async function steadyBeforeAfter(
   for (const roomSize of roomSizes) {
     await progress.step(`users: steady heartbeat, rooms of ${roomSize}`, async () => {
       const present = grid(roomSize, roomSize);
-      const rollcall = new Rollcall(client, { ...DEPLOYMENT, prefix: `users-steady${roomSize}` });
+      const rollcall = new Rollcall(client, {
+        ...DEPLOYMENT,
+        userStatus: true,
+        prefix: `users-steady${roomSize}`,
+      });
       await makeSteady(lab, rollcall, present);
       // The joins' drains end before anything is timed.
       await rollcall.applyUserChanges(0);
@@ -374,7 +378,7 @@ async function joinLeaveBeforeAfter(
   shas: Shas,
 ): Promise<PathCost[]> {
   const client = lab.connect({ enableAutoPipelining: true });
-  const rollcall = new Rollcall(client, { ...DEPLOYMENT, prefix: "users-paths" });
+  const rollcall = new Rollcall(client, { ...DEPLOYMENT, userStatus: true, prefix: "users-paths" });
   const room = (i: number) => padded("r", i);
   const others = Array.from({ length: rooms * (roomSize - 1) }, (_, i) => ({
     room: room(Math.floor(i / (roomSize - 1))),
@@ -445,7 +449,7 @@ async function statusReads(
   progress: Progress,
 ): Promise<StatusResult> {
   const client = lab.connect();
-  const rollcall = new Rollcall(client, { ...STEADY, prefix: "users-status" });
+  const rollcall = new Rollcall(client, { ...STEADY, userStatus: true, prefix: "users-status" });
   const { online, offline, neverSeen } = statusPopulation();
   const users = [...online, ...offline, ...neverSeen];
   await progress.step("users: status population", async () => {
@@ -528,7 +532,7 @@ async function applyChanges(
   progress: Progress,
 ): Promise<ApplyResult> {
   const client = lab.connect({ enableAutoPipelining: true });
-  const rollcall = new Rollcall(client, { ...STEADY, prefix: "users-apply" });
+  const rollcall = new Rollcall(client, { ...STEADY, userStatus: true, prefix: "users-apply" });
   const bucket = 0;
   const stream = rollcall.layout.userChanges(bucket);
   const rooms = roomsIn(rollcall, bucket, Math.ceil(joins / roomSize));

@@ -117,6 +117,7 @@ async function benchUsersFollow(
     typingWindowMs: presenceWindowMs / 2,
     leaveGraceMs,
     prefix: "follow",
+    userStatus: true,
   };
   const targetMs = presenceWindowMs + leaveGraceMs + 1_000;
   const watching = await progress.step("users follow: the following gateway", () =>

@@ -9,7 +9,7 @@
   publish to Redis can put an event in a room.
   A hidden room (its name starts with byte 1: the invisible connections of a room, see
   heartbeat) publishes nothing, and its members' joins and leaves make no user change.
-  A visible member's join and leave also go to the bucket's user changes ('<tag>:ux', a stream),
+  With userStatus on, a visible member's join and leave also go to the bucket's user changes ('<tag>:ux', a stream),
   in the same call: what the users script applies to their status (see users), whoever drains
   them, so that no change of a user's rooms is lost with the process that made it.
 ]]
@@ -51,7 +51,7 @@ local Events = defineModule('Events', function(bucket)
   -- start time (its id after the replication id's 8 characters, hex: see epoch), which orders
   -- epochs even when a bucket's counter and ordinals were lost with its data.
   local function userChange(r, user, sign, at, seq, epoch)
-    if seq then
+    if seq and bucket.userStatus then
       local changes = bucket.tag .. ':ux'
       local change = sign .. '\n' .. at .. '\n' .. string.sub(epoch, 9) .. '\n' .. seq .. '\n' .. user .. '\n' .. r.name
       rcall('XADD', changes, '*', 'c', change)

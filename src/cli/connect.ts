@@ -108,11 +108,14 @@ export async function deploymentRollcall(
   const stored = await storedSettings(client, prefix);
   const key = deploymentKey(prefix);
   if (stored.length === 0) throw noDeployment(prefix);
-  const shared = new Set(deploymentFields(resolveSettings()).filter((_, i) => i % 2 === 0));
+  // Every field a deployment may store (userStatus only when it is on).
+  const all = deploymentFields(resolveSettings({ userStatus: true }));
+  const shared = new Set(all.filter((_, i) => i % 2 === 0));
   shared.delete("layout");
-  const settings: Record<string, number> = {};
+  const settings: Record<string, number | boolean> = {};
   for (let i = 0; i + 1 < stored.length; i += 2) {
-    if (shared.has(stored[i]!)) settings[stored[i]!] = Number(stored[i + 1]);
+    const [name, value] = [stored[i]!, stored[i + 1]!];
+    if (shared.has(name)) settings[name] = name === "userStatus" ? value === "true" : Number(value);
   }
   let rollcall: Rollcall;
   try {

@@ -63,6 +63,7 @@ export function engineOptions(windows: Windows): RollcallOptions {
     typingWindowMs: windows.typingWindowMs,
     keyTtlMs: Math.max(60_000, 3 * windows.presenceWindowMs),
     leaveGraceMs: windows.leaveGraceMs,
+    userStatus: true,
   };
 }
 

@@ -579,9 +579,19 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       invalidOption(`status takes at most ${STATUS_LIMIT} users, got ${users.length}`);
     }
     for (const user of users) checkId("user", user);
+    this.needUserStatus("status");
     if (users.length === 0) return [];
     await this.readyToRead();
     return readStatuses(this.redis, this.layout, users);
+  }
+
+  /** Refuses a read of users' status where the deployment keeps none (userStatus off). */
+  private needUserStatus(what: string): void {
+    if (!this.settings.userStatus) {
+      invalidOption(
+        `${what} needs the option userStatus: true (this deployment keeps no users' status)`,
+      );
+    }
   }
 
   /**
@@ -589,6 +599,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
    * follower of the channel applies later transitions to.
    */
   async statusSnapshot(bucket: number, users: readonly string[]): Promise<StatusSnapshot> {
+    this.needUserStatus("watchUsers");
     await this.readyToRead();
     return readSnapshot(this.redis, this.layout, bucket, users);
   }
@@ -602,6 +613,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
    */
   applyUserChanges(bucket: number): Promise<number> {
     integer("bucket", bucket, 0, this.settings.buckets - 1);
+    // Without userStatus, no call writes a user change: there is nothing to apply.
+    if (!this.settings.userStatus) return Promise.resolve(0);
     return this.userChanges.drain(bucket);
   }
 
@@ -768,6 +781,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
    * next drain (a Sweeper's pass, at the latest), and is not the caller's to handle.
    */
   private drainUserChanges(bucket: number): void {
+    if (!this.settings.userStatus) return;
     this.userChanges.drain(bucket).catch(() => {});
   }
 

@@ -27,6 +27,14 @@ export interface RollcallOptions {
    */
   leaveGraceMs?: number;
   /**
+   * Keep every user's status across rooms (Rollcall.status, Subscriber.watchUsers, the gateway's
+   * follow-users): a visible join or leave then also writes a user change, applied to the
+   * user's status after the call, and each user seen keeps two keys (see docs/design.md).
+   * Default false: a deployment that does not use it pays nothing for it. Every instance of the
+   * deployment must agree.
+   */
+  userStatus?: boolean;
+  /**
    * How long a user's last-seen time is kept once they went offline (see Rollcall.status).
    * Default 30 days.
    */
@@ -51,6 +59,7 @@ export const DEFAULTS: Settings = {
   replayWindowMs: 30_000,
   leaveGraceMs: 5_000,
   logLength: 0,
+  userStatus: false,
   userRetentionMs: 30 * 86_400_000,
 };
 
@@ -92,8 +101,12 @@ export function resolveSettings(options?: RollcallOptions): Settings {
     replayWindowMs: integer("replayWindowMs", o.replayWindowMs, 1_000, DAY),
     leaveGraceMs: integer("leaveGraceMs", o.leaveGraceMs, 0, 3_600_000),
     logLength: integer("logLength", o.logLength, 0, 100_000_000),
+    userStatus: o.userStatus,
     userRetentionMs: integer("userRetentionMs", o.userRetentionMs, 1_000, 366 * DAY),
   };
+  if (typeof settings.userStatus !== "boolean") {
+    invalidOption(`userStatus must be a boolean, got ${describe(settings.userStatus)}`);
+  }
   if (settings.typingWindowMs >= settings.presenceWindowMs) {
     invalidOption("typingWindowMs must be shorter than presenceWindowMs");
   }
@@ -107,6 +120,8 @@ export function resolveSettings(options?: RollcallOptions): Settings {
 export function deploymentFields(settings: Settings): string[] {
   const fields = ["layout", String(LAYOUT_VERSION)];
   for (const name of SHARED) fields.push(name, String(settings[name]));
+  // Stored only when on: a deployment made before the option existed has it off, as agreed.
+  if (settings.userStatus) fields.push("userStatus", "true");
   return fields;
 }
 
@@ -118,8 +133,11 @@ export function differences(stored: readonly string[], ours: readonly string[]):
   for (let i = 0; i + 1 < ours.length; i += 2) {
     const [name, value] = [ours[i]!, ours[i + 1]!];
     const stored = theirs.get(name);
+    theirs.delete(name);
     if (stored !== value) found.push(`${name} is ${stored ?? "missing"} there, ${value} here`);
   }
+  // A field stored there that this instance does not write (userStatus, on there, off here).
+  for (const [name, stored] of theirs) found.push(`${name} is ${stored} there, missing here`);
   return found;
 }
 
@@ -136,6 +154,7 @@ export function packSettings(s: Settings): string {
     s.logLength,
     s.leaveGraceMs,
     s.replayWindowMs,
+    s.userStatus ? 1 : 0,
   ]
     .map((value) => value.toString(16).padStart(12, "0"))
     .join("");

@@ -369,6 +369,9 @@ export class Session {
       throw new FrameError("INVALID_OPTION", message);
     }
     const users = [...new Set(asked.map((user) => checkId("user", user, this.gateway.ids)))];
+    if (!this.gateway.host.rollcall.settings.userStatus) {
+      throw new FrameError("FORBIDDEN", "this deployment keeps no users' status (userStatus)");
+    }
     const allowed = await this.followable(this.identity, users);
     await this.unfollowUsers();
     const kept = new Set(allowed);

@@ -88,6 +88,7 @@ const ENGINE: RollcallOptions = {
   keyTtlMs: 60_000,
   leaveGraceMs: 1_000,
   logLength: 100_000, // nothing trimmed in a run
+  userStatus: true, // the users' status transitions are checked too
 };
 const ROOMS = Array.from({ length: 8 }, (_, i) => `room${i}`);
 const USERS = Array.from({ length: 8 }, (_, i) => `u${i}`);

@@ -20,12 +20,18 @@ const SEED = Number(process.env.FAULT_SEED ?? newSeed());
 /** A short window: a killed instance's connection expires within the test. */
 const SHORT: RollcallOptions = {
   ...IMMEDIATE,
+  userStatus: true,
   presenceWindowMs: 1_000,
   typingWindowMs: 300,
   keyTtlMs: 5_000,
 };
 /** A long window: no connection expires while the test runs. */
-const LONG: RollcallOptions = { ...IMMEDIATE, presenceWindowMs: 30_000, keyTtlMs: 90_000 };
+const LONG: RollcallOptions = {
+  ...IMMEDIATE,
+  userStatus: true,
+  presenceWindowMs: 30_000,
+  keyTtlMs: 90_000,
+};
 const SWEEP_MS = 100;
 /** What a loaded machine may add to a sweep interval before the sweep applies an expiry. */
 const SWEEP_TOLERANCE_MS = 1_000;

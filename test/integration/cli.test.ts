@@ -169,7 +169,7 @@ describe("the rollcall CLI", function () {
 
   describe("status", () => {
     it("prints each user's status as a table: online since, last seen and how long ago, never seen", async () => {
-      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS, userStatus: true });
       await statuses(rc);
       const [ann, bob] = await rc.status(["ann", "bob"]);
       expect(ann).to.include({ online: true, lastSeenAt: null });
@@ -192,7 +192,7 @@ describe("the rollcall CLI", function () {
     });
 
     it("prints status() as JSON with --json, up to 500 users", async () => {
-      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS });
+      const rc = new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS, userStatus: true });
       await statuses(rc);
       const users = ["ann", "bob", "cy"];
       const printed = await json<UserStatus[]>(["status", "--json", ...users]);
@@ -207,7 +207,7 @@ describe("the rollcall CLI", function () {
     it("refuses no user and more than 500 (usage errors), and a malformed id (exit 2)", async function () {
       // Four runs of the CLI, each killed after 20 s: the runs bound the test.
       this.timeout(4 * 20_000);
-      await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS }).ready();
+      await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS, userStatus: true }).ready();
       const none = await cli(["status", "--json"]);
       expect(none.code).to.equal(2);
       expect(none.stdout).to.equal("");
@@ -662,6 +662,7 @@ describe("the rollcall CLI on a Redis Cluster", () => {
     // Only the typing mark expires during the test: a backlog of exactly one room.
     const rc = new Rollcall(redis, {
       ...IMMEDIATE,
+      userStatus: true,
       presenceWindowMs: 30_000,
       typingWindowMs: 300,
       keyTtlMs: 90_000,

@@ -6,7 +6,12 @@ import { closeGateways, connect, startGateway, token } from "../kit/gateway.js";
 import { eventually } from "../kit/wait.js";
 
 /** Nobody expires while a test runs: every transition is one the test makes. */
-const ENGINE = { presenceWindowMs: 60_000, typingWindowMs: 500, keyTtlMs: 180_000 };
+const ENGINE = {
+  presenceWindowMs: 60_000,
+  typingWindowMs: 500,
+  keyTtlMs: 180_000,
+  userStatus: true,
+};
 
 /** A gateway that lets anyone follow anyone but `zed`. */
 function gatewayOfContacts() {

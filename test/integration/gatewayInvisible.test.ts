@@ -3,9 +3,12 @@ import WebSocket from "ws";
 import type { GatewayError, Room } from "../../src/client/index.js";
 import { BEARER_PROTOCOL, SUBPROTOCOL_V2, type ServerFrame } from "../../src/gateway/index.js";
 import type { Rollcall } from "../../src/index.js";
-import { closeGateways, connect, startGateway, token } from "../kit/gateway.js";
+import { closeGateways, connect, SHORT, startGateway, token } from "../kit/gateway.js";
 import { caughtUp, listen } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
+
+/** The gateway's engine keeps users' status: status() shows what an invisible join hides. */
+const USER_STATUS = { ...SHORT, userStatus: true };
 
 const users = (room: Room) => room.roster.members.map((m) => m.user);
 
@@ -52,7 +55,7 @@ describe("invisible connections through the gateway", () => {
   afterEach(closeGateways);
 
   it("joins unseen by its join frame, hears the room, and leaves without a word", async () => {
-    const { url, rollcall } = await startGateway();
+    const { url, rollcall } = await startGateway({}, USER_STATUS);
     const events = await listen([rollcall.channel("doc")]);
     const bobRoom = await connect(url, "bob").join("doc");
     const eveRoom = await connect(url, "eve").join("doc", { invisible: true });
@@ -82,7 +85,7 @@ describe("invisible connections through the gateway", () => {
   });
 
   it("makes every room of a token with the invisible claim unseen, and refuses its typing and state", async () => {
-    const { url, rollcall } = await startGateway();
+    const { url, rollcall } = await startGateway({}, USER_STATUS);
     const events = await listen([rollcall.channel("doc")]);
     const bobRoom = await connect(url, "bob").join("doc");
     const eve = connect(url, "eve", { token: () => token("eve", { invisible: true }) });
@@ -114,7 +117,7 @@ describe("invisible connections through the gateway", () => {
   });
 
   it("keeps an invisible socket unseen through the gateway's heartbeat rounds", async () => {
-    const { url, rollcall } = await startGateway();
+    const { url, rollcall } = await startGateway({}, USER_STATUS);
     await connect(url, "eve").join("doc", { invisible: true });
     const key = hiddenKey(rollcall, "doc");
     // The key's expiry, put off by a heartbeat: a round of the gateway's wheel (no frame is
@@ -130,7 +133,7 @@ describe("invisible connections through the gateway", () => {
   });
 
   it("shows a user whose other socket in the room is visible", async () => {
-    const { url, rollcall } = await startGateway();
+    const { url, rollcall } = await startGateway({}, USER_STATUS);
     const bobRoom = await connect(url, "bob").join("doc");
     const phone = await connect(url, "eve").join("doc", { invisible: true });
     const laptop = connect(url, "eve");
@@ -154,7 +157,7 @@ describe("invisible connections through the gateway", () => {
   });
 
   it("switches a socket's visibility in a room it joins again: a leave, then a join", async () => {
-    const { url, rollcall } = await startGateway();
+    const { url, rollcall } = await startGateway({}, USER_STATUS);
     const events = await listen([rollcall.channel("doc")]);
     const ann = await raw(url, "ann");
     ann.send({ type: "join", room: "doc", ref: "seen" });
@@ -183,7 +186,7 @@ describe("invisible connections through the gateway", () => {
   });
 
   it("counts invisible members apart from the room's capacity, and a switch into a full room out", async () => {
-    const { url, rollcall } = await startGateway({ capacity: 1 });
+    const { url, rollcall } = await startGateway({ capacity: 1 }, USER_STATUS);
     await connect(url, "bob").join("doc");
     const ann = await raw(url, "ann");
     ann.send({ type: "join", room: "doc", invisible: true, ref: "unseen" });
@@ -198,7 +201,7 @@ describe("invisible connections through the gateway", () => {
   });
 
   it("refuses an invisible that is not a boolean, in a frame, a token or an identity", async () => {
-    const { url, rollcall } = await startGateway();
+    const { url, rollcall } = await startGateway({}, USER_STATUS);
     const ann = await raw(url, "ann");
     ann.send({ type: "join", room: "doc", invisible: "yes", ref: "bad" });
     expect(await ann.reply("bad")).to.include({ type: "error", code: "BAD_FRAME" });
@@ -211,10 +214,13 @@ describe("invisible connections through the gateway", () => {
     });
     expect(await hidden(rollcall, "doc", "ann")).to.equal(false);
     expect(await refusal(url, { invisible: "yes" })).to.equal("401 invalid-token");
-    const hooked = await startGateway({
-      jwt: undefined,
-      authenticate: () => ({ user: "ann", rooms: ["*"], invisible: "yes" as unknown as boolean }),
-    });
+    const hooked = await startGateway(
+      {
+        jwt: undefined,
+        authenticate: () => ({ user: "ann", rooms: ["*"], invisible: "yes" as unknown as boolean }),
+      },
+      USER_STATUS,
+    );
     const reported: Error[] = [];
     hooked.gateway.on("error", (error) => reported.push(error));
     // The hook's bug: refused as a token would be, and reported.

@@ -15,7 +15,12 @@ import { client } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
 
 /** Nobody expires while a test runs: every transition is one the test makes. */
-const ENGINE = { presenceWindowMs: 60_000, typingWindowMs: 500, keyTtlMs: 180_000 };
+const ENGINE = {
+  presenceWindowMs: 60_000,
+  typingWindowMs: 500,
+  keyTtlMs: 180_000,
+  userStatus: true,
+};
 
 type UsersFrame = Extract<ServerFrame, { type: "users" }>;
 

@@ -11,7 +11,13 @@ import { advanceClock } from "../kit/clock.js";
 import { client, listen, redisNow } from "../kit/redis.js";
 import { eventually } from "../kit/wait.js";
 
-const SHORT = { presenceWindowMs: 1_000, typingWindowMs: 300, keyTtlMs: 5_000, leaveGraceMs: 0 };
+const SHORT = {
+  presenceWindowMs: 1_000,
+  typingWindowMs: 300,
+  keyTtlMs: 5_000,
+  leaveGraceMs: 0,
+  userStatus: true,
+};
 const GRACE = { ...SHORT, leaveGraceMs: 500 };
 
 /** The users channel's transitions, as `online:ann` and `offline:ann`. */
@@ -147,6 +153,31 @@ describe("users' status", () => {
     await rc.applyUserChanges(rc.bucketOf("lobby"));
     expect((await statusOf(rc, "fay")).online).to.equal(true);
     expect((await rc.roster("lobby")).members.map((m) => m.user)).to.deep.equal(["fay"]);
+  });
+
+  it("costs a deployment without userStatus nothing: no user change, no status key, reads refused", async () => {
+    const rc = new Rollcall(client(), { ...SHORT, userStatus: false });
+    await rc.heartbeat("lobby", "ann", "tab");
+    await rc.leave("lobby", "ann", "tab");
+    expect(await rc.applyUserChanges(rc.bucketOf("lobby"))).to.equal(0);
+    const keys = await rc.redis.keys("*");
+    expect(keys.filter((k) => /:(ux|p:|q:)/.test(k))).to.deep.equal([]);
+    await expectRejected(rc.status(["ann"]), "INVALID_OPTION");
+    const subscriber = new Subscriber(rc);
+    try {
+      await expectRejected(subscriber.watchUsers(["ann"]), "INVALID_OPTION");
+    } finally {
+      subscriber.close();
+    }
+    // Every instance agrees on it, either way.
+    const on = new Rollcall(client(), SHORT);
+    await expectRejected(on.ready(), "SETTINGS_MISMATCH");
+  });
+
+  it("refuses an instance without userStatus in a deployment that keeps it", async () => {
+    await new Rollcall(client(), SHORT).ready();
+    const off = new Rollcall(client(), { ...SHORT, userStatus: false });
+    await expectRejected(off.ready(), "SETTINGS_MISMATCH");
   });
 
   it("refuses bad input, changing nothing", async () => {
