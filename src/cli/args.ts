@@ -24,7 +24,8 @@ Commands:
   check [SETTINGS] [--reconcile]
                         compares settings with the deployment's, storing nothing; SETTINGS are
                         --presence-window-ms N --typing-window-ms N --buckets N --key-ttl-ms N
-                        --leave-grace-ms N --log-length N, the library's defaults for those not given;
+                        --leave-grace-ms N --log-length N --user-status, the library's defaults for
+                        those not given;
                         --reconcile then counts every room anew (after keys expired unannounced,
                         or data was lost) and prints the counts before and after
 
@@ -67,7 +68,7 @@ const COMMANDS = {
   stats: { args: [], options: ["json"] },
   sweep: { args: [], options: [] },
   settings: { args: [], options: ["json", "delete"] },
-  check: { args: [], options: [...Object.keys(CHECKED), "reconcile"] },
+  check: { args: [], options: [...Object.keys(CHECKED), "user-status", "reconcile"] },
 } as const satisfies Record<
   string,
   {
@@ -93,6 +94,7 @@ const OPTIONS = {
   "key-ttl-ms": { type: "string" },
   "leave-grace-ms": { type: "string" },
   "log-length": { type: "string" },
+  "user-status": { type: "boolean" },
 } as const;
 
 /** Where the deployment lives: a single Redis by its URL, or a Cluster by some of its nodes. */
@@ -114,7 +116,9 @@ export interface Command {
   /** settings: delete them (--delete). */
   readonly remove: boolean;
   /** check's settings, by RollcallOptions name. */
-  readonly settings: Partial<Record<(typeof CHECKED)[keyof typeof CHECKED], number>>;
+  readonly settings: Partial<Record<(typeof CHECKED)[keyof typeof CHECKED], number>> & {
+    userStatus?: boolean;
+  };
   readonly target: Target;
 }
 
@@ -162,7 +166,8 @@ export function parseCommandLine(argv: readonly string[]): Invocation {
     throw usageError(`${command} takes at most ${list.most} ${list.of}, got ${args.length}`);
   }
 
-  const settings: Record<string, number> = {};
+  const settings: Record<string, number | boolean> = {};
+  if (values["user-status"] === true) settings.userStatus = true;
   for (const [flag, option] of Object.entries(CHECKED)) {
     const text = values[flag as keyof typeof CHECKED];
     if (text === undefined) continue;

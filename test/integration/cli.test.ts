@@ -333,6 +333,15 @@ describe("the rollcall CLI", function () {
       ]);
     });
 
+    it("tells a deployment that keeps users' status from one that does not (--user-status)", async () => {
+      await new Rollcall(client(), { ...IMMEDIATE, ...OPTIONS, userStatus: true }).ready();
+      const without = await cli(["check", ...AGREEING]);
+      expect(without.code).to.equal(1);
+      expect(without.stdout).to.include("  userStatus is true there, missing here\n");
+      const agreeing = await cli(["check", ...AGREEING, "--user-status"]);
+      expect(agreeing.code, agreeing.stdout).to.equal(0);
+    });
+
     it("exits 0 with a note when nothing is stored yet, and stores nothing", async () => {
       const { code, stdout } = await cli(["check", "--buckets", "8"]);
       expect(code).to.equal(0);
