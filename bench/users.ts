@@ -62,7 +62,7 @@ export interface UsersProfile {
 
 /** One path's Redis time, before and after, measured in turns. */
 export interface PathCost {
-  path: "steady heartbeat" | "join" | "leave";
+  path: "steady heartbeat" | "join" | "leave" | "join, userStatus off" | "leave, userStatus off";
   roomSize: number;
   /** Calls of each version, and the turns they took. */
   calls: number;
@@ -317,7 +317,14 @@ async function benchUsers(
   const steady = await steadyBeforeAfter(lab, profile.steady, shas, progress);
   await lab.flush();
   const paths = await progress.step("users: join and leave, before and after", () =>
-    joinLeaveBeforeAfter(lab, profile.paths, shas),
+    joinLeaveBeforeAfter(lab, profile.paths, shas, true),
+  );
+  await lab.flush();
+  // A deployment without userStatus runs the same scripts, less the user changes.
+  paths.push(
+    ...(await progress.step("users: join and leave without userStatus, before and after", () =>
+      joinLeaveBeforeAfter(lab, profile.paths, shas, false),
+    )),
   );
   await lab.flush();
   const status = await statusReads(lab, profile.status, progress);
@@ -376,9 +383,11 @@ async function joinLeaveBeforeAfter(
   lab: Lab,
   { roomSize, rooms, chunk, cycles }: UsersProfile["paths"],
   shas: Shas,
+  userStatus: boolean,
 ): Promise<PathCost[]> {
   const client = lab.connect({ enableAutoPipelining: true });
-  const rollcall = new Rollcall(client, { ...DEPLOYMENT, userStatus: true, prefix: "users-paths" });
+  const prefix = userStatus ? "users-paths" : "users-paths-off";
+  const rollcall = new Rollcall(client, { ...DEPLOYMENT, userStatus, prefix });
   const room = (i: number) => padded("r", i);
   const others = Array.from({ length: rooms * (roomSize - 1) }, (_, i) => ({
     room: room(Math.floor(i / (roomSize - 1))),
@@ -393,7 +402,7 @@ async function joinLeaveBeforeAfter(
     () => rollcall.leave(room(0), joiner, CONNECTION),
   );
   const next = callNumbers();
-  const paths: { name: PathCost["path"]; template: Template; members: number; turns: Turn[] }[] = [
+  const paths: { name: "join" | "leave"; template: Template; members: number; turns: Turn[] }[] = [
     {
       name: "join",
       template: new Template(beat, room(0), member, shas.heartbeat),
@@ -427,7 +436,9 @@ async function joinLeaveBeforeAfter(
     }
   }
   lab.release(client);
-  return paths.map(({ name, turns }) => compare(name, roomSize, turns));
+  return paths.map(({ name, turns }) =>
+    compare(userStatus ? name : `${name}, userStatus off`, roomSize, turns),
+  );
 }
 
 /** Half the users online, three in ten offline with a last-seen time, the rest never seen. */
@@ -677,9 +688,10 @@ function report(u: UsersResults): string {
       "for each member, to either version, from Node (32 in flight on one auto-pipelined " +
       "connection). *steady heartbeat*: every member of R rooms of R " +
       "steady users (one bucket) beaten in turn, each call checked to run exactly TIME, HMGET, " +
-      "HSET. *join*, then *leave*: one more user in each of many rooms of R - 1 (a transition " +
-      "now also writes its user change, XADD and PEXPIRE of the bucket's stream; the drain that " +
-      "applies it is measured below). The versions take turns of calls, which goes first " +
+      "HSET. *join*, then *leave*: one more user in each of many rooms of R - 1 (with " +
+      "userStatus, a transition now also writes its user change, XADD and PEXPIRE of the " +
+      "bucket's stream; the drain that applies it is measured below); *userStatus off*: the " +
+      "same in a deployment without it, which writes none. The versions take turns of calls, which goes first " +
       "turning, each turn timed alone (INFO commandstats, after a full collection of the Lua " +
       "heap): turns close together meet the same load on a noisy host. The ratio is the median " +
       "of the turns' pairs; the middle half of them shows how much the host moved.",
@@ -744,7 +756,7 @@ function report(u: UsersResults): string {
 }
 
 function steps(p: UsersProfile): number {
-  return 1 + p.steady.roomSizes.length + 1 + 1 + p.status.rounds + 2;
+  return 1 + p.steady.roomSizes.length + 2 + 1 + p.status.rounds + 2;
 }
 
 /** Issue 28's rows: the room paths before and after the users' status, status(), the drain. */
