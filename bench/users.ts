@@ -21,6 +21,7 @@ import { met, type Row, type Section } from "./section.js";
 import {
   commandsBetween,
   commandStats,
+  info,
   histogram,
   median,
   micros,
@@ -58,6 +59,8 @@ export interface UsersProfile {
   status: { samples: number; rounds: number; warmup: number };
   /** `joins` users join rooms of `roomSize` in one bucket, then leave: twice as many changes. */
   apply: { joins: number; roomSize: number };
+  /** `users` users online, one connection each, in rooms of `roomSize`: what their status keeps. */
+  memory: { users: number; roomSize: number };
 }
 
 /** One path's Redis time, before and after, measured in turns. */
@@ -106,6 +109,8 @@ export interface UsersResults {
   paths: PathCost[];
   status: StatusResult;
   apply: ApplyResult;
+  /** Bytes of Redis memory (INFO used_memory) the status of one online user takes. */
+  bytesPerUser: { users: number; roomSize: number; bytes: number };
 }
 
 /** The connection every member of the section beats on. */
@@ -330,7 +335,48 @@ async function benchUsers(
   const status = await statusReads(lab, profile.status, progress);
   await lab.flush();
   const apply = await applyChanges(lab, profile.apply, shas, progress);
-  return { baseline: BEFORE_USERS, paths: [...steady, ...paths], status, apply };
+  await lab.flush();
+  const bytesPerUser = await progress.step("users: memory of online users' status", () =>
+    statusMemory(lab, profile.memory),
+  );
+  return { baseline: BEFORE_USERS, paths: [...steady, ...paths], status, apply, bytesPerUser };
+}
+
+/**
+ * What the status of online users keeps in Redis: used_memory with every user online and their
+ * changes applied, less used_memory once their status keys (`:p:` and `:q:`) are deleted.
+ */
+async function statusMemory(
+  lab: Lab,
+  { users, roomSize }: UsersProfile["memory"],
+): Promise<UsersResults["bytesPerUser"]> {
+  const client = lab.connect({ enableAutoPipelining: true });
+  const rollcall = new Rollcall(client, { ...STEADY, userStatus: true, prefix: "users-memory" });
+  const members = Array.from({ length: users }, (_, i) => ({
+    room: padded("r", Math.floor(i / roomSize)),
+    user: padded("u", i),
+    connection: CONNECTION,
+  }));
+  for (let i = 0; i < members.length; i += 1_000) {
+    await rollcall.heartbeatMany(members.slice(i, i + 1_000));
+  }
+  const buckets = Array.from({ length: rollcall.settings.buckets }, (_, b) => b);
+  await Promise.all(buckets.map((b) => rollcall.applyUserChanges(b)));
+  const used = async () => Number((await info(lab.admin, "memory")).get("used_memory"));
+  const withStatus = await used();
+  const statusKeys = members.flatMap(({ user }) => {
+    const key = rollcall.layout.userStatus(user);
+    return [key, key.replace(/:p:/, ":q:")];
+  });
+  for (let i = 0; i < statusKeys.length; i += 1_000) {
+    const batch = statusKeys.slice(i, i + 1_000);
+    if ((await lab.admin.del(...batch)) !== batch.length) {
+      throw new Error("an online user's status keys were not all there");
+    }
+  }
+  const bytes = (withStatus - (await used())) / users;
+  lab.release(client);
+  return { users, roomSize, bytes };
 }
 
 /**
@@ -649,6 +695,13 @@ function rows(u: UsersResults): Row[] {
       note: `${number(apply.seconds, 2)} s; redis-server CPU ${number(100 * apply.load.redisCpu)}%`,
     },
     {
+      name: `online users' status, bytes of Redis per user (${number(u.bytesPerUser.users)} users, one connection each, rooms of ${u.bytesPerUser.roomSize})`,
+      value: u.bytesPerUser.bytes,
+      unit: "B",
+      digits: 0,
+      note: "INFO used_memory, less once their status keys are deleted",
+    },
+    {
       name: "users script, Redis time per change",
       value: apply.scriptUsec / apply.changes,
       unit: "µs",
@@ -756,7 +809,7 @@ function report(u: UsersResults): string {
 }
 
 function steps(p: UsersProfile): number {
-  return 1 + p.steady.roomSizes.length + 2 + 1 + p.status.rounds + 2;
+  return 1 + p.steady.roomSizes.length + 2 + 1 + p.status.rounds + 2 + 1;
 }
 
 /** Issue 28's rows: the room paths before and after the users' status, status(), the drain. */
@@ -768,12 +821,14 @@ export const users: Section<UsersProfile, UsersResults> = {
       paths: { roomSize: 20, rooms: 2_000, chunk: 50, cycles: 4 },
       status: { samples: 5_000, rounds: 10, warmup: 200 },
       apply: { joins: 10_000, roomSize: 10 },
+      memory: { users: 20_000, roomSize: 20 },
     },
     smoke: {
       steady: { roomSizes: [5], calls: 2_000, chunk: 500 },
       paths: { roomSize: 5, rooms: 40, chunk: 10, cycles: 1 },
       status: { samples: 60, rounds: 2, warmup: 10 },
       apply: { joins: 300, roomSize: 10 },
+      memory: { users: 1_000, roomSize: 20 },
     },
   },
   steps,
