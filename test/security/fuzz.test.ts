@@ -291,6 +291,8 @@ describe("security: a fuzz test of the gateway's edge", function () {
             mode: "hook",
             misbehave: true,
             attach,
+            // Users' status on: a follow-users frame reaches the authorizeUsers hook.
+            engine: { userStatus: true },
             authTimeoutMs: 200,
             hostTimeoutMs: REQUEST_TIMEOUT_MS,
             limits: {
