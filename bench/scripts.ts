@@ -4,7 +4,7 @@ import { expandIncludes, includeReader, LUA_DIR } from "../src/engine/loader.js"
 import { captureEvalsha, makeSteady } from "./ceiling.js";
 import { forEachInFlight } from "./drive.js";
 import type { Lab } from "./lab.js";
-import { NAIVE_JOIN, NAIVE_LEAVE, NAIVE_TYPING } from "./lua.js";
+import { NAIVE_JOIN, NAIVE_LEAVE, NAIVE_TYPING, type TypingParts, typingFlat } from "./lua.js";
 import { number, ratio, table } from "./format.js";
 import { padded } from "./population.js";
 import type { Progress } from "./progress.js";
@@ -35,10 +35,32 @@ export interface ScriptCost {
   naiveUs: number | null;
 }
 
+/**
+ * A typing start's commands with the least Lua around them (bench/lua.ts, typingFlat), beside the
+ * script's own path: Redis time per call, µs, whole and without each part of its work.
+ */
+export interface FlatTyping {
+  roomSize: number;
+  script: number;
+  flat: number;
+  /** The naive tracker's typing start as one script. */
+  naive: number;
+  without: Record<keyof TypingParts, number>;
+}
+
 export interface ScriptsResults {
   rooms: number;
   costs: ScriptCost[];
+  flat: FlatTyping[];
 }
+
+const PARTS: Record<keyof TypingParts, string> = {
+  epoch: "the epoch's check (INFO replication, HMGET)",
+  keptReply: "the kept reply (GETRANGE, SETRANGE, APPEND, PEXPIRE)",
+  mac: "the event's mac (SHA-1)",
+  counts: "the bucket's count (HINCRBY, HGET)",
+};
+const WHOLE: TypingParts = { epoch: true, keptReply: true, mac: true, counts: true };
 
 /** The script's source up to its first statement (its header and include lines), expanded. */
 export function definitionsOnly(script: string): string {
@@ -115,17 +137,24 @@ async function benchScripts(
   progress: Progress,
 ): Promise<ScriptsResults> {
   const costs: ScriptCost[] = [];
+  const flat: FlatTyping[] = [];
   for (const roomSize of profile.roomSizes) {
     await progress.step(`scripts: rooms of ${roomSize}`, async () => {
-      costs.push(...(await roomsOf(lab, profile.rooms, roomSize)));
+      const sized = await roomsOf(lab, profile.rooms, roomSize);
+      costs.push(...sized.costs);
+      flat.push(sized.flat);
       await lab.flush();
     });
   }
-  return { rooms: profile.rooms, costs };
+  return { rooms: profile.rooms, costs, flat };
 }
 
 /** `rooms` rooms of roomSize - 1 present users; each path once per room, by one more user. */
-async function roomsOf(lab: Lab, rooms: number, roomSize: number): Promise<ScriptCost[]> {
+async function roomsOf(
+  lab: Lab,
+  rooms: number,
+  roomSize: number,
+): Promise<{ costs: ScriptCost[]; flat: FlatTyping }> {
   const client = lab.connect({ enableAutoPipelining: true });
   // One bucket and an hour's window: nobody expires, every room's keys share one tag.
   const rollcall = new Rollcall(client, {
@@ -167,6 +196,7 @@ async function roomsOf(lab: Lab, rooms: number, roomSize: number): Promise<Scrip
       Array.from({ length: rooms }, () => command.slice(2)),
     );
     costs.push({ script, path: name, roomSize, us, definitionsUs: definitions, naiveUs: naive });
+    return command;
   };
   const joinerAt = (i: number) => [naiveKey(i), `presence:${room(i)}:events`];
   const naiveJoin = await scriptUs(
@@ -197,7 +227,8 @@ async function roomsOf(lab: Lab, rooms: number, roomSize: number): Promise<Scrip
       "15",
     ]),
   );
-  await path("startTyping", "start", (i) => rollcall.startTyping(room(i), "joiner"), naiveTyping);
+  const start = (i: number) => rollcall.startTyping(room(i), "joiner");
+  const typing = await path("startTyping", "start", start, naiveTyping);
   await path("stopTyping", "stop", (i) => rollcall.stopTyping(room(i), "joiner"));
   await path("roster", "page", (i) => rollcall.roster(room(i)));
   await path("count", "read", (i) => rollcall.count(room(i)));
@@ -209,7 +240,27 @@ async function roomsOf(lab: Lab, rooms: number, roomSize: number): Promise<Scrip
   );
   await path("leave", "leave", (i) => rollcall.leave(room(i), "joiner", "c1"), naiveLeave);
   lab.release(client);
-  return costs;
+  // The flat typing starts, by a member present since the rooms filled (the joiner left), with
+  // the keys and arguments of the script's own call, room by room.
+  const [, , keyCount, ...rest] = typing;
+  const keys = rest.slice(0, Number(keyCount));
+  const [settings] = rest.slice(keys.length);
+  const calls = Array.from({ length: rooms }, (_, i) => [
+    keyCount!,
+    ...keys,
+    settings!,
+    String(1 + (i % 60_000)),
+    room(i),
+    padded("u", 0),
+  ]);
+  const flatUs = (parts: TypingParts) => scriptUs(lab, typingFlat(parts), calls);
+  const without = {} as Record<keyof TypingParts, number>;
+  const whole = await flatUs(WHOLE);
+  for (const part of Object.keys(PARTS) as (keyof TypingParts)[]) {
+    without[part] = await flatUs({ ...WHOLE, [part]: false });
+  }
+  const { us: script, naiveUs: naive } = costs.find((c) => c.script === "startTyping")!;
+  return { costs, flat: { roomSize, script, flat: whole, naive: naive!, without } };
 }
 
 function scriptsSection(s: ScriptsResults): string {
@@ -233,6 +284,35 @@ function scriptsSection(s: ScriptsResults): string {
         number(c.definitionsUs, 2),
         c.naiveUs === null ? "" : number(c.naiveUs, 2),
         c.naiveUs === null ? "" : ratio(c.us / c.naiveUs),
+      ]),
+    ),
+    "",
+    "### A typing start's commands, with the least Lua around them",
+    "",
+    "Where a transition's time goes: the typing start's work on its path (the same keys, " +
+      "records, meta, event, mac and kept reply; 16 commands where the script runs 18) written " +
+      "flat, with no helper, no decoded record and no module (bench/lua.ts, `typingFlat`), " +
+      "measured as above on the same rooms; then the same without each part of its work, to " +
+      "weigh the part. *Lua's structure* is the script's path less the flat script: what " +
+      "restructuring the Lua could remove at most. What is left is what the commands cost, " +
+      "beside the baseline's typing start scripted (above).",
+    "",
+    table(
+      [
+        "room size",
+        "script µs",
+        "flat µs",
+        "Lua's structure µs",
+        "flat ÷ baseline scripted",
+        ...Object.values(PARTS).map((p) => `without ${p} µs`),
+      ],
+      s.flat.map((f) => [
+        number(f.roomSize),
+        number(f.script, 2),
+        number(f.flat, 2),
+        number(f.script - f.flat, 2),
+        ratio(f.flat / f.naive),
+        ...(Object.keys(PARTS) as (keyof TypingParts)[]).map((p) => number(f.without[p], 2)),
       ]),
     ),
   ].join("\n");
