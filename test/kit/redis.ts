@@ -11,7 +11,8 @@ const listeners = new WeakMap<readonly PresenceEvent[], Redis>();
 
 /**
  * Root hooks of the suites that need Redis (the root .mocharc.json loads this file; test/unit's
- * configuration does not): one throwaway redis-server for the run, emptied before each test.
+ * configuration does not): one throwaway redis-server per test file (mocha runs the files in
+ * parallel worker processes), emptied before each test.
  */
 export const mochaHooks = {
   async beforeAll(this: Mocha.Context) {
