@@ -187,8 +187,8 @@ function rosterSection({ rows, warmMembers, compare }: RosterResults): string {
       "small script reads what the page is consistent with (epoch, seq, count, time), then a " +
       "plain HGETALL of the room's hash, or of a few of its 32 shards from 1,024 members (an " +
       "HSCAN for a room read for the first time), returns the records as stored, and the " +
-      "client decodes them. The timed reads of each room follow untimed ones, " +
-      `at least one read and ${number(warmMembers)} members per room, as a server that reads rosters all ` +
+      "client decodes them. The timed reads of each room follow untimed ones (at least one " +
+      `read and ${number(warmMembers)} members per room), as a server that reads rosters all ` +
       "day has them optimised: the first calls of a process decode several times slower. " +
       "*Redis µs per member*: the transactions' time (INFO commandstats: EXEC, which counts " +
       "the commands inside it, and MULTI) over every member listed, and *per call* the same " +
