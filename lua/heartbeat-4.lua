@@ -6,7 +6,7 @@
   and published as 'update' (or rides the join). A user holds at most 64 connections per room: a
   new one beyond that replaces the one silent the longest, so a client reconnecting in a loop
   cannot grow the record.
-  A steady heartbeat (see Record.steadyBeat) patches the connection's time in place and
+  A steady heartbeat (see steadyBeat, include/record.lua) patches the connection's time in place and
   touches nothing else: no event, no index, no due entry (those hold lower bounds, which a later
   heartbeat keeps true), no count. All the steady ones go first, one HMGET and one HSET per room;
   the others then each run the whole transition, in order.
@@ -35,6 +35,24 @@ local COLON = 58
 -- a connection beating at least once a presence window (at most a third of the TTL) thus refreshes
 -- them at least every quarter TTL plus a window, and a steady heartbeat skips the PEXPIREs.
 local quarter = keyTtl / 4
+
+-- A single heartbeat (ARGV[3..7]: room, 1, user, connection, options) that is steady runs this
+-- alone: one HMGET, one HSET, no table, no helper but steadyBeat. Any other falls through, its
+-- HMGET's reply kept for the loop below.
+local single
+if #ARGV == 7 and (ARGV[7] == '' or sbyte(ARGV[7], -1) == COLON) then
+  local key, user = tag .. ':u:' .. ARGV[3], ARGV[5]
+  single = rcall('HMGET', key, '', user)
+  local meta, raw = single[1], single[2]
+  if meta and raw and sbyte(meta, -1) == 0 then
+    local beat = steadyBeat(raw, ARGV[6], now, presenceWindow, typingWindow, quarter)
+    if beat then
+      rcall('HSET', key, user, beat)
+      return 0
+    end
+  end
+end
+
 local slow = {}
 
 -- The steady patch of the entry at ARGV[a] (the batch's entry i) into `raw`, its user's record;
@@ -42,7 +60,8 @@ local slow = {}
 local function steadyEntry(r, a, i, raw)
   local conn, options = ARGV[a + 1], ARGV[a + 2]
   -- A capacity without a state ('<capacity>:') changes nothing for a present user.
-  local beat = (options == '' or sbyte(options, -1) == COLON) and raw and steadyBeat(raw, conn, quarter)
+  local beat = (options == '' or sbyte(options, -1) == COLON) and raw
+    and steadyBeat(raw, conn, now, presenceWindow, typingWindow, quarter)
   if not beat then
     slow[#slow + 1] = { i, r, ARGV[a], conn, options }
   end
@@ -92,7 +111,9 @@ while at <= #ARGV do
   -- The meta comes with the records: its last byte says whether they are in this hash (see
   -- meta). A steady heartbeat pays one byte's read of it. A single entry (a single call) builds
   -- no lists.
-  local raws = n == 1 and rcall('HMGET', r.key, '', ARGV[first]) or rcall('HMGET', r.key, '', unpack(usersOf(first, n)))
+  local raws = single or n == 1 and rcall('HMGET', r.key, '', ARGV[first])
+    or rcall('HMGET', r.key, '', unpack(usersOf(first, n)))
+  single = nil
   if raws[1] and sbyte(raws[1], -1) > 0 then
     sharded[#sharded + 1] = { r, first, n, index, usersOf(first, n), raws[1] }
   elseif n == 1 then

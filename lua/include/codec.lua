@@ -6,9 +6,24 @@
 -- @include "modules"
 -- @include "stall"
 local Record = defineModule('Record', function(bucket)
-  local spack, sunpack, ssub, schar = struct.pack, struct.unpack, string.sub, string.char
+  local spack, sunpack, ssub, schar, sbyte = struct.pack, struct.unpack, string.sub, string.char, string.byte
   local now, presenceWindow, typingWindow = bucket.now, bucket.presenceWindow, bucket.typingWindow
   local GRACE_REASONS = { 'explicit', 'expired', explicit = 1, expired = 2 }
+
+  -- Where the connections start, how many there are, and the typing time or nil.
+  local function recordHead(raw)
+    local flags = sbyte(raw, FLAGS_AT)
+    if flags >= TYPING then
+      return FLAGS_AT + 1 + TIME_BYTES, flags - TYPING, (sunpack(TIME, raw, FLAGS_AT + 1))
+    end
+    return FLAGS_AT + 1, flags, nil
+  end
+
+  -- The connection at `pos`: its id, its last heartbeat, and where the next connection starts.
+  local function connectionAt(raw, pos)
+    local beatAt = pos + 1 + sbyte(raw, pos)
+    return ssub(raw, pos + 1, beatAt - 1), (sunpack(TIME, raw, beatAt)), beatAt + TIME_BYTES
+  end
 
   -- When what is due at `at` (a leave grace's end) expires: then, or, if that has passed,
   -- later still when a stall of Redis held it (see stall). Only what is overdue asks. And when a
@@ -26,7 +41,7 @@ local Record = defineModule('Record', function(bucket)
     local pos, n, typedAt = recordHead(raw)
     local rec = { j = (sunpack(TIME, raw)), t = typedAt, ids = {}, beats = {} }
     for i = 1, n do
-      local id, beat, _, nextPos = connectionAt(raw, pos)
+      local id, beat, nextPos = connectionAt(raw, pos)
       rec.ids[i], rec.beats[i], pos = id, beat, nextPos
     end
     if n == 0 then
@@ -72,7 +87,7 @@ local Record = defineModule('Record', function(bucket)
     local pos, n, typedAt = recordHead(raw)
     local oldest
     for _ = 1, n do
-      local _, beat, _, nextPos = connectionAt(raw, pos)
+      local _, beat, nextPos = connectionAt(raw, pos)
       if not oldest or beat < oldest then
         oldest = beat
       end

@@ -11,9 +11,9 @@
     state      the rest: JSON, or '' for none
 
   TIME is 6 bytes, big-endian milliseconds. The offsets are named here and nowhere else: every
-  script reads and writes records through these functions, or through the module Record
-  (include/codec.lua) built on them. What a steady heartbeat runs is defined here, at the top
-  level: it is the one path that must define nothing else.
+  script reads and writes records through steadyBeat below, or through the module Record
+  (include/codec.lua) built on these names. What a steady heartbeat runs is defined here, at the
+  top level: it is the one path that must define nothing else.
 ]]
 -- @include "bucket"
 local TIME, TIME_BYTES = '>I6', 6
@@ -21,46 +21,38 @@ local FLAGS_AT = TIME_BYTES + 1
 local TYPING = 128
 local GRACE, GRACE_BYTES = '>I6B', TIME_BYTES + 1
 
--- Where the connections start, how many there are, and the typing time or nil.
-local function recordHead(raw)
-  local flags = sbyte(raw, FLAGS_AT)
-  if flags >= TYPING then
-    return FLAGS_AT + 1 + TIME_BYTES, flags - TYPING, (sunpack(TIME, raw, FLAGS_AT + 1))
-  end
-  return FLAGS_AT + 1, flags, nil
-end
-
--- The connection at `pos`: its id, its last heartbeat, where that time is stored, and where the
--- next connection starts.
-local function connectionAt(raw, pos)
-  local len = sbyte(raw, pos)
-  local beatAt = pos + 1 + len
-  return ssub(raw, pos + 1, beatAt - 1), (sunpack(TIME, raw, beatAt)), beatAt, beatAt + TIME_BYTES
-end
-
--- The record with connection `conn`'s heartbeat moved to now, if that is all this heartbeat
+-- The record with connection `conn`'s heartbeat moved to `now`, if that is all this heartbeat
 -- changes; else nil. Not steady: an unknown connection, anything overdue in the record, a beat
--- that crosses into a new quarter of the key TTL (the keys' expiry is then refreshed), and the
+-- that crosses into a new `quarter` of the key TTL (the keys' expiry is then refreshed), and the
 -- connection's first beat since its join (it may be the join's resend: the slow path looks its
 -- reply up).
-local function steadyBeat(raw, conn, quarter)
-  local pos, n, typedAt = recordHead(raw)
-  if typedAt and typedAt + typingWindow <= now then
-    return nil
+-- It captures nothing: each outer local a function captures costs its every call an allocation
+-- (Lua 5.1's upvalues), so it takes the call's time and settings as arguments, and spells the
+-- names above as their values: TIME '>I6', FLAGS_AT 7, TYPING 128, TIME_BYTES 6.
+local function steadyBeat(raw, conn, now, presenceWindow, typingWindow, quarter)
+  local sbyte, ssub, sunpack = string.byte, string.sub, struct.unpack
+  local pos, n = 8, sbyte(raw, 7)
+  if n >= 128 then
+    if sunpack('>I6', raw, pos) + typingWindow <= now then
+      return nil
+    end
+    pos, n = pos + 6, n - 128
   end
   local beatAt, last
   for _ = 1, n do
-    local id, beat, at, nextPos = connectionAt(raw, pos)
+    -- A connection: its id's length, the id, its last heartbeat.
+    local at = pos + 1 + sbyte(raw, pos)
+    local beat = sunpack('>I6', raw, at)
     if beat + presenceWindow <= now then
       return nil
     end
-    if id == conn then
+    if ssub(raw, pos + 1, at - 1) == conn then
       beatAt, last = at, beat
     end
-    pos = nextPos
+    pos = at + 6
   end
-  if not beatAt or math.floor(last / quarter) ~= math.floor(now / quarter) or last == sunpack(TIME, raw) then
+  if not beatAt or math.floor(last / quarter) ~= math.floor(now / quarter) or last == sunpack('>I6', raw) then
     return nil
   end
-  return ssub(raw, 1, beatAt - 1) .. spack(TIME, now) .. ssub(raw, beatAt + TIME_BYTES)
+  return ssub(raw, 1, beatAt - 1) .. struct.pack('>I6', now) .. ssub(raw, beatAt + 6)
 end
