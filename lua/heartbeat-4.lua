@@ -72,26 +72,23 @@ end
 -- patched into their records (raws[k + offset] for entry k): the fields to write (user, record,
 -- ...), or nil.
 local function patchSteady(r, first, n, index, raws, offset)
-  -- A user may come twice (two connections): the second patch applies to the first's result.
-  local patched, changed = {}, {}
+  -- A user may come twice (two connections): the second patch applies to the first's result,
+  -- found where the first left it (at[user]).
+  local fields, at = {}, {}
   for k = 1, n do
     local a = first + (k - 1) * FIELDS
     local user = ARGV[a]
-    local beat = steadyEntry(r, a, index + k - 1, patched[user] or raws[k + offset])
+    local j = at[user]
+    local beat = steadyEntry(r, a, index + k - 1, j and fields[j] or raws[k + offset])
     if beat then
-      if not patched[user] then
-        changed[#changed + 1] = user
+      if not j then
+        j = #fields + 2
+        fields[j - 1], at[user] = user, j
       end
-      patched[user] = beat
+      fields[j] = beat
     end
   end
-  if #changed > 0 then
-    local fields = {}
-    for _, user in ipairs(changed) do
-      fields[#fields + 1], fields[#fields + 2] = user, patched[user]
-    end
-    return fields
-  end
+  return fields[1] and fields
 end
 
 local function usersOf(first, n)
