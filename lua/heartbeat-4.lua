@@ -12,8 +12,10 @@
   the others then each run the whole transition, in order.
 
   KEYS, ARGV[1..2]: see include/bucket.lua; derives the keys of each room named.
-  ARGV[3] and on, per room: its id, n, then n entries of 3: user, connection (at most 9 bytes),
-  options: '' or '<capacity>:<state JSON>'. Capacity (0 for no limit) is the most members the room
+  ARGV[3] and on, per room: its id, n, then its n entries' users, their connections (at most 9
+  bytes each), their options ('' or '<capacity>:<state JSON>'): each a run of n arguments, so
+  that the users go to HMGET as they came, with no list built. A room's users are distinct (the
+  engine puts a user's second entry in a later run of the same room). Capacity (0 for no limit) is the most members the room
   may hold: a user who is not present cannot join a room that holds as many (members in their
   leave grace count); nothing is written or published. A present user's other connections always
   get in. An empty state keeps the stored one.
@@ -28,7 +30,6 @@
 ]]
 -- @include "record"
 local atLimit = false
-local FIELDS = 3
 local COLON = 58
 -- The safety net: keys live while anyone heartbeats. A join or a new connection refreshes them,
 -- and so does a heartbeat whose connection's previous one lies in an earlier quarter of the TTL;
@@ -55,76 +56,65 @@ end
 
 local slow = {}
 
--- The steady patch of the entry at ARGV[a] (the batch's entry i) into `raw`, its user's record;
--- or nil, and the entry is queued in `slow`.
-local function steadyEntry(r, a, i, raw)
-  local conn, options = ARGV[a + 1], ARGV[a + 2]
+-- The steady patch of the batch's entry i (in the room named `room`) into `raw`, its user's
+-- record; or nil, and the entry is queued in `slow`.
+local function steadyEntry(room, i, user, conn, options, raw)
   -- A capacity without a state ('<capacity>:') changes nothing for a present user.
   local beat = (options == '' or sbyte(options, -1) == COLON) and raw
     and steadyBeat(raw, conn, now, presenceWindow, typingWindow, quarter)
   if not beat then
-    slow[#slow + 1] = { i, r, ARGV[a], conn, options }
+    slow[#slow + 1] = { i, room, user, conn, options }
   end
   return beat
 end
 
--- The steady heartbeats among a room's n entries (ARGV from `first`; the batch's `index` on),
--- patched into their records (raws[k + offset] for entry k): the fields to write (user, record,
--- ...), or nil.
-local function patchSteady(r, first, n, index, raws, offset)
-  -- A user may come twice (two connections): the second patch applies to the first's result,
-  -- found where the first left it (at[user]).
-  local fields, at = {}, {}
+-- The steady heartbeats among a room's n entries (their runs from ARGV[first]; the batch's
+-- `index` on), patched into their records (raws[k + offset] for entry k): the fields to write
+-- (user, record, ...), or nil.
+local function patchSteady(room, first, n, index, raws, offset)
+  -- Made at its full size at once (a table that grows is reallocated at each power of two): of
+  -- the arguments it is made of, those not overwritten are cleared.
+  local fields, count = { unpack(ARGV, first, first + 2 * n - 1) }, 0
   for k = 1, n do
-    local a = first + (k - 1) * FIELDS
-    local user = ARGV[a]
-    local j = at[user]
-    local beat = steadyEntry(r, a, index + k - 1, j and fields[j] or raws[k + offset])
+    local user = ARGV[first + k - 1]
+    local beat = steadyEntry(room, index + k - 1, user, ARGV[first + n + k - 1], ARGV[first + 2 * n + k - 1], raws[k + offset])
     if beat then
-      if not j then
-        j = #fields + 2
-        fields[j - 1], at[user] = user, j
-      end
-      fields[j] = beat
+      fields[count + 1], fields[count + 2], count = user, beat, count + 2
     end
   end
-  return fields[1] and fields
-end
-
-local function usersOf(first, n)
-  local users = {}
-  for k = 0, n - 1 do
-    users[k + 1] = ARGV[first + k * FIELDS]
+  for m = count + 1, 2 * n do
+    fields[m] = nil
   end
-  return users
+  return count > 0 and fields or nil
 end
 
--- A big room's records are in shards (see shards): it waits for the shards' helpers below.
+-- A big room's records are in shards (see shards): it waits for the shards' helpers below. A
+-- room is opened (openRoom) only for its entries that are not steady.
 local sharded = {}
-local at, index = 3, 0
-while at <= #ARGV do
+local at, index, argc = 3, 0, #ARGV
+while at <= argc do
   -- n is 1 in every single call: no number to parse.
-  local r, n, first = openRoom(ARGV[at]), ARGV[at + 1] == '1' and 1 or tonumber(ARGV[at + 1]), at + 2
+  local room, n, first = ARGV[at], ARGV[at + 1] == '1' and 1 or tonumber(ARGV[at + 1]), at + 2
+  local key = tag .. ':u:' .. room
   -- The meta comes with the records: its last byte says whether they are in this hash (see
   -- meta). A steady heartbeat pays one byte's read of it. A single entry (a single call) builds
   -- no lists.
-  local raws = single or n == 1 and rcall('HMGET', r.key, '', ARGV[first])
-    or rcall('HMGET', r.key, '', unpack(usersOf(first, n)))
+  local raws = single or rcall('HMGET', key, '', unpack(ARGV, first, first + n - 1))
   single = nil
   if raws[1] and sbyte(raws[1], -1) > 0 then
-    sharded[#sharded + 1] = { r, first, n, index, usersOf(first, n), raws[1] }
+    sharded[#sharded + 1] = { room, first, n, index, { unpack(ARGV, first, first + n - 1) }, raws[1] }
   elseif n == 1 then
-    local beat = steadyEntry(r, first, index, raws[2])
+    local beat = steadyEntry(room, index, ARGV[first], ARGV[first + 1], ARGV[first + 2], raws[2])
     if beat then
-      rcall('HSET', r.key, ARGV[first], beat)
+      rcall('HSET', key, ARGV[first], beat)
     end
   else
-    local fields = patchSteady(r, first, n, index, raws, 1)
+    local fields = patchSteady(room, first, n, index, raws, 1)
     if fields then
-      rcall('HSET', r.key, unpack(fields))
+      rcall('HSET', key, unpack(fields))
     end
   end
-  at, index = first + n * FIELDS, index + n
+  at, index = first + 3 * n, index + n
 end
 if #slow == 0 and #sharded == 0 then
   -- A bare 0, not a table: Redis takes longer to reply with a table than to run this path.
@@ -136,10 +126,13 @@ end
 -- @include "presence"
 -- @include "shards"
 -- @include "replay"
+-- The rooms opened, by name: a room's entries share its table (and the meta it caches).
+local opened = {}
 for _, room in ipairs(sharded) do
-  local r, first, n, index, users, meta = unpack(room)
-  r.meta = Meta.parse(meta)
-  local fields = patchSteady(r, first, n, index, Shards.readRecords(r, users), 0)
+  local name, first, n, index, users, meta = unpack(room)
+  local r = openRoom(name)
+  r.meta, opened[name] = Meta.parse(meta), r
+  local fields = patchSteady(name, first, n, index, Shards.readRecords(r, users), 0)
   if fields then
     Shards.writeRecords(r, fields)
   end
@@ -239,7 +232,9 @@ end
 
 local reply = { '' }
 for _, entry in ipairs(slow) do
-  local i, r, user, conn, options = unpack(entry)
+  local i, name, user, conn, options = unpack(entry)
+  local r = opened[name] or openRoom(name)
+  opened[name] = r
   local capacity, state = string.match(options, '^(%d+):(.*)$')
   local outcome, seq, epoch, ordinal = beat(r, user, conn, state or '', tonumber(capacity) or 0)
   if outcome ~= OUTCOME.refreshed or seq then

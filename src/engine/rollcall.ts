@@ -56,6 +56,10 @@ import {
   packSettings,
 } from "./settings.js";
 
+// Named once: a heartbeat checks its options against them at every call.
+const HEARTBEAT_OPTIONS = ["state", "capacity", "invisible"] as const;
+const HEARTBEAT_KEYS = ["room", "user", "connection", ...HEARTBEAT_OPTIONS] as const;
+
 /** Members one sweep call expires at most: it bounds the time Redis spends in one script. */
 const SWEEP_BATCH = 16;
 /** Rooms one sweep of a bucket visits at most. */
@@ -139,6 +143,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
   private readable: Promise<void> | undefined;
   /** Names this instance's calls in the replay strings: unique across processes. */
   private readonly instance = randomBytes(6).toString("base64url");
+  private readonly replayKeys: { generation: number; key: string }[] = [];
   /** Rooms' member counts and shards as their last roster page gave them: how the next is best
    * read. */
   private calls = 0;
@@ -222,7 +227,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     connection: string,
     options?: { state?: MemberState; capacity?: number; invisible?: boolean },
   ): Promise<HeartbeatResult> {
-    const { state, capacity, invisible } = knownKeys(options, ["state", "capacity", "invisible"]);
+    const { state, capacity, invisible } = knownKeys(options, HEARTBEAT_OPTIONS);
     const asked: Heartbeat = { room, user, connection, state, capacity, invisible };
     const entry = this.entry(asked);
     // While no call waits for a resend, the entry goes straight into a call of its own: what
@@ -350,10 +355,8 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     entries: readonly HeartbeatEntry[],
     taken: ReadonlySet<number>,
   ): Send[] {
-    type Open = {
-      rooms: { room: string; entries: HeartbeatEntry[]; at: number[] }[];
-      size: number;
-    };
+    type Group = { room: string; entries: HeartbeatEntry[]; at: number[]; users: Set<string> };
+    type Open = { rooms: Group[]; size: number };
     const open = new Map<number, Open[]>();
     heartbeats.forEach((h, at) => {
       if (taken.has(at)) return;
@@ -363,8 +366,16 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       open.set(bucket, list);
       let chunk = list.at(-1);
       if (!chunk || chunk.size === HEARTBEAT_BATCH) list.push((chunk = { rooms: [], size: 0 }));
-      let group = chunk.rooms.find((g) => g.room === room);
-      if (!group) chunk.rooms.push((group = { room, entries: [], at: [] }));
+      // The room's last group, unless it holds the user already (HeartbeatBatch): then a new
+      // one right after it, so that a room's entries still go together, in the order given.
+      const { user } = entries[at]!;
+      const last = chunk.rooms.findLastIndex((g) => g.room === room);
+      let group = chunk.rooms[last];
+      if (!group || group.users.has(user)) {
+        group = { room, entries: [], at: [], users: new Set() };
+        chunk.rooms.splice(last === -1 ? chunk.rooms.length : last + 1, 0, group);
+      }
+      group.users.add(user);
       group.entries.push(entries[at]!);
       group.at.push(at);
       chunk.size += 1;
@@ -734,11 +745,12 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     if (kind === "change") {
       const n = number ?? this.calls++;
       const generation = Math.floor(n / REPLAY_GENERATION);
-      bucketKeys.push(this.layout.replay(bucket, this.instance, generation));
+      bucketKeys.push(this.replayKey(bucket, generation));
       call = String(n % REPLAY_GENERATION);
     }
     const args = [...this.shared, call, ...before];
-    if (!this.metrics.on) return this.scripts.run(script, bucketKeys, args, input);
+    // Awaited: an async function that returns a promise settles two ticks later than one awaiting it.
+    if (!this.metrics.on) return await this.scripts.run(script, bucketKeys, args, input);
     const started = performance.now();
     let outcome = "ok";
     try {
@@ -753,16 +765,18 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
     }
   }
 
+  /** The bucket's replay string of this instance's current generation, made once per generation. */
+  private replayKey(bucket: number, generation: number): string {
+    const known = this.replayKeys[bucket];
+    if (known?.generation === generation) return known.key;
+    const key = this.layout.replay(bucket, this.instance, generation);
+    this.replayKeys[bucket] = { generation, key };
+    return key;
+  }
+
   /** A heartbeat as the script takes it, checked. */
   private entry(h: Heartbeat): HeartbeatEntry {
-    const { room, user, connection, state, capacity, invisible } = knownKeys(h, [
-      "room",
-      "user",
-      "connection",
-      "state",
-      "capacity",
-      "invisible",
-    ]);
+    const { room, user, connection, state, capacity, invisible } = knownKeys(h, HEARTBEAT_KEYS);
     checkId("room", room);
     if (invisible !== undefined && typeof invisible !== "boolean") {
       invalidOption(`invisible must be a boolean, got ${typeof invisible}`);

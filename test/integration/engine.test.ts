@@ -118,6 +118,38 @@ describe("engine layout", () => {
     });
   });
 
+  it("patches a user's two connections in one steady batch, each beat kept", async () => {
+    const rc = new Rollcall(client(), { ...IMMEDIATE, ...SHORT });
+    const batch = [
+      { room: "room", user: "ann", connection: "c1" },
+      { room: "room", user: "bob", connection: "c" },
+      { room: "room", user: "ann", connection: "c2" },
+    ];
+    // The joins, then each connection's first beat after its join (not steady), then the batch:
+    // all in one quarter of the key TTL (750 ms, from ...250), where a beat refreshes no expiry.
+    await stopClock(rc.redis, rc, 1_700_000_000_250);
+    await rc.heartbeatMany(batch);
+    await rc.applyUserChanges(rc.bucketOf("room")); // the joins' user changes, applied after them
+    await stopClock(rc.redis, rc, 1_700_000_000_251);
+    await rc.heartbeatMany(batch);
+    await stopClock(rc.redis, rc, 1_700_000_000_750);
+    await rc.redis.config("RESETSTAT");
+    const outcomes = await rc.heartbeatMany(batch);
+    expect(outcomes.map((o) => "joined" in o && !o.joined && !o.event)).to.deep.equal([
+      true,
+      true,
+      true,
+    ]);
+    const calls = await commandCalls(rc);
+    // Steady: ann's second connection went in a second run of the room, after the first's HSET.
+    expect([calls.get("hmget"), calls.get("hset"), calls.get("evalsha")]).to.deep.equal([2, 2, 1]);
+    // Past the window of the beats before the batch: a connection whose batched beat was lost
+    // would expire now.
+    await stopClock(rc.redis, rc, 1_700_000_001_450);
+    expect(await rc.sweepRoom("room")).to.deep.include({ connections: 0, leaves: 0 });
+    expect(await rc.count("room")).to.deep.include({ users: 2, connections: 3 });
+  });
+
   it("numbers events within an epoch that roster() and every event carry", async () => {
     const rc = new Rollcall(client(), IMMEDIATE);
     const events = await listen([rc.channel("room")]);

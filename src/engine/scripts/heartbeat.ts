@@ -30,7 +30,10 @@ export interface HeartbeatEntry {
   options: string;
 }
 
-/** Entries of one bucket, grouped by room in the order their rooms first come. */
+/**
+ * Entries of one bucket, grouped by room in the order their rooms first come; a group holds each
+ * user once (a user's second entry in a room starts a later group of it).
+ */
 export interface HeartbeatBatch {
   rooms: { room: string; entries: HeartbeatEntry[] }[];
   size: number;
@@ -49,8 +52,11 @@ export const heartbeat: Script<HeartbeatBatch, (HeartbeatResult | HeartbeatFailu
   args: ({ rooms }) => {
     const args: Arg[] = [];
     for (const { room, entries } of rooms) {
+      // Each field in a run of its own: the script hands the users to HMGET as they come.
       args.push(room, entries.length);
-      for (const e of entries) args.push(e.user, e.connection, e.options);
+      for (const e of entries) args.push(e.user);
+      for (const e of entries) args.push(e.connection);
+      for (const e of entries) args.push(e.options);
     }
     return args;
   },
