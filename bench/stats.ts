@@ -164,6 +164,11 @@ export interface ServerLatency {
   /** Calls of the command over the work, and Redis's time in them (INFO commandstats), µs. */
   calls: number;
   usec: number;
+  /**
+   * The slowest single call of any other command over the work (those the scripts ran among
+   * them), µs: an O(1) command that took milliseconds is the host stalling Redis, not work.
+   */
+  slowestOther: { command: string; us: number };
 }
 
 /**
@@ -189,9 +194,20 @@ export async function serverLatency<T>(
   try {
     await resetStats(redis);
     const result = await work();
-    const line = (await info(redis, "latencystats")).get(`latency_percentiles_usec_${command}`);
+    const lines = await info(redis, "latencystats");
+    const percentilesOf = (line: string) =>
+      new Map(line.split(",").map((pair) => pair.split("=") as [string, string]));
+    const line = lines.get(`latency_percentiles_usec_${command}`);
     if (line === undefined) throw new Error(`INFO latencystats has no ${command}`);
-    const p = new Map(line.split(",").map((pair) => pair.split("=") as [string, string]));
+    const p = percentilesOf(line);
+    let slowestOther = { command: "", us: 0 };
+    for (const [field, value] of lines) {
+      const other = field.replace("latency_percentiles_usec_", "");
+      // The bench's own reads (INFO, CONFIG) are not the work's.
+      if (other === command || /^(info|config)/.test(other)) continue;
+      const us = Number(percentilesOf(value).get("p100"));
+      if (us > slowestOther.us) slowestOther = { command: other, us };
+    }
     const stats = await commandStats(redis);
     const stat = stats.get(command) ?? { calls: 0, usec: 0, failed: 0 };
     const failed = [command, ...alsoCounted].reduce((n, c) => n + (stats.get(c)?.failed ?? 0), 0);
@@ -204,6 +220,7 @@ export async function serverLatency<T>(
         max: Number(p.get("p100")),
         calls: stat.calls,
         usec: alsoCounted.reduce((usec, c) => usec + (stats.get(c)?.usec ?? 0), stat.usec),
+        slowestOther,
       },
     ];
   } finally {
