@@ -195,7 +195,11 @@ export class Ceiling {
  * millisecond, one more heartbeat each. A connection's first beat after its join is not steady
  * (within the join's millisecond it may be the join resent): redis-benchmark must not meet one.
  */
-export async function makeSteady(lab: Lab, rollcall: Rollcall, present: Member[]): Promise<void> {
+export async function makeSteady(
+  lab: Lab,
+  rollcall: Rollcall,
+  present: readonly Member[],
+): Promise<void> {
   const beatAll = () =>
     forEachInFlight(present, 64, (m) => rollcall.heartbeat(m.room, m.user, m.connection));
   await beatAll();

@@ -9,6 +9,7 @@ import {
   type CeilingConfig,
   type CeilingResults,
   type CeilingRun,
+  makeSteady,
 } from "./ceiling.js";
 import { forEachInFlight, keepBusy } from "./drive.js";
 import { number, percent, percentileCells, PERCENTILES, ratio, table } from "./format.js";
@@ -56,16 +57,13 @@ export function beater(variant: Variant, redis: Redis): Beat {
 
 /**
  * Makes every member present, in rollcall's layout and in the baseline's, and steady in
- * rollcall's: a connection's first heartbeat after its join takes the slow path (it may be the
- * join's resend, answered from the kept reply), so each member beats once more, as every live
- * connection has long done by the time it is in a steady state.
+ * rollcall's (makeSteady): a connection's first heartbeat after its join takes the slow path,
+ * and every live connection is long past it in a steady state.
  */
 export async function populate(lab: Lab, population: readonly Member[]): Promise<void> {
   const client = lab.connect({ enableAutoPipelining: true });
-  for (const variant of ["rollcall", "rollcall", "naive"] as const) {
-    const beat = BEATS[variant](client);
-    await forEachInFlight(population, 64, beat);
-  }
+  await makeSteady(lab, new Rollcall(client, STEADY), population);
+  await forEachInFlight(population, 64, BEATS.naive(client));
   lab.release(client);
   // Each join kept its reply for the replay window: their expiry would run under the measurements.
   await lab.dropReplies();
