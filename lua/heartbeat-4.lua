@@ -15,10 +15,10 @@
   ARGV[3] and on, per room: its id, n, then its n entries' users, their connections (at most 9
   bytes each), their options ('' or '<capacity>:<state JSON>'): each a run of n arguments, so
   that the users go to HMGET as they came, with no list built. A room's users are distinct (the
-  engine puts a user's second entry in a later run of the same room). Capacity (0 for no limit) is the most members the room
-  may hold: a user who is not present cannot join a room that holds as many (members in their
-  leave grace count); nothing is written or published. A present user's other connections always
-  get in. An empty state keeps the stored one.
+  engine puts a user's second entry in a later run of the same room). Capacity (0 for no limit)
+  is the most members the room may hold: a user who is not present cannot join a room that holds
+  as many (members in their leave grace count); nothing is written or published. A present
+  user's other connections always get in. An empty state keeps the stored one.
 
   At maxmemory under noeviction, Redis refuses this script before it runs; the engine then runs
   its variant for the limit, the same script with `flags=allow-oom` and atLimit true: steady
@@ -77,7 +77,8 @@ local function patchSteady(room, first, n, index, raws, offset)
   local fields, count = { unpack(ARGV, first, first + 2 * n - 1) }, 0
   for k = 1, n do
     local user = ARGV[first + k - 1]
-    local beat = steadyEntry(room, index + k - 1, user, ARGV[first + n + k - 1], ARGV[first + 2 * n + k - 1], raws[k + offset])
+    local conn, options = ARGV[first + n + k - 1], ARGV[first + 2 * n + k - 1]
+    local beat = steadyEntry(room, index + k - 1, user, conn, options, raws[k + offset])
     if beat then
       fields[count + 1], fields[count + 2], count = user, beat, count + 2
     end

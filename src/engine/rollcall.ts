@@ -749,7 +749,7 @@ export class Rollcall extends EventEmitter<RollcallEvents> {
       call = String(n % REPLAY_GENERATION);
     }
     const args = [...this.shared, call, ...before];
-    // Awaited: an async function that returns a promise settles two ticks later than one awaiting it.
+    // Awaited: an async function returning a promise settles two ticks later than one awaiting it.
     if (!this.metrics.on) return await this.scripts.run(script, bucketKeys, args, input);
     const started = performance.now();
     let outcome = "ok";
