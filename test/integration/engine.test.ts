@@ -268,6 +268,18 @@ describe("replies of resent calls", () => {
       event: null,
     });
   });
+  it("keeps each generation's replies in a string of its own", async function () {
+    this.timeout(60_000);
+    const redis = client();
+    const rc = new Rollcall(redis, { ...IMMEDIATE, buckets: 1, replayWindowMs: 60_000 });
+    // One join per call, one past a generation (1,024 calls): each keeps its reply.
+    for (let i = 0; i <= 1_024; i++) await rc.heartbeat(`room${i}`, "ann", "c");
+    const kept: string[] = [];
+    for await (const keys of redis.scanStream({ match: "*:r:*" })) kept.push(...(keys as string[]));
+    expect(kept.map((key) => key.split(":").at(-1)).sort()).to.deep.equal(["0", "1"]);
+    expect(await redis.strlen(kept.find((key) => key.endsWith(":1"))!)).to.be.greaterThan(2);
+  });
+
   it("gives a resent sweep its counts, past 65,535 connections dropped in one call", async function () {
     this.timeout(120_000);
     const redis = client();
